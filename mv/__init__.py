@@ -1,0 +1,10 @@
+"""mv: windowed materialized views on Delta Lake, kept fresh incrementally, in Spark SQL.
+
+Example:
+    >>> import mv
+    >>> spark = mv.session()
+    >>> spark.sql("SELECT * FROM TUMBLE(TABLE(bids), DESCRIPTOR(bidtime), INTERVAL '10' MINUTES)").show()
+"""
+from mv.session import configure, session
+
+__all__ = ["configure", "session"]

@@ -1,0 +1,109 @@
+"""The JVM jars a session needs: Delta Lake's, fetched once, and the engine's extension, built once.
+
+Delta's pip package holds no jars, so they come from Maven Central through ``mvn`` into the cache
+folder (or, on a machine without Maven, through Spark's own Ivy at session start). The extension is
+compiled from ``mv/jvm/*.scala`` with the Scala compiler inside pyspark's jars folder, and cached
+under a name made of the sources' hash and the Spark version, so a change to either rebuilds it.
+
+Example:
+    $ python -m mv.jars          # fetch Delta, build the extension, print the jar paths
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pyspark
+
+from mv import config
+
+JVM_SOURCES = config.PACKAGE_DIR / "jvm"
+EXTENSION_CLASS = "io.mvengine.MvSparkSessionExtension"
+
+
+def pyspark_jars_dir() -> Path:
+    return Path(pyspark.__file__).resolve().parent / "jars"
+
+
+def delta_coordinates() -> list[str]:
+    """Maven coordinates of the Delta jars that match the pinned delta-spark package."""
+    conf = config.engine_defaults()
+    version, suffix = conf.get("delta.version", "4.4.0"), conf.get("delta.scala.suffix", "4.2_2.13")
+    return [f"io.delta:delta-spark_{suffix}:{version}", f"io.delta:delta-storage:{version}"]
+
+
+def _jar_name(coordinate: str) -> str:
+    _, artifact, version = coordinate.split(":")
+    return f"{artifact}-{version}.jar"
+
+
+def delta_jars(fetch: bool = True) -> list[Path] | None:
+    """Paths of the cached Delta jars, fetching them with mvn when missing; None when that cannot be done."""
+    folder = config.cache_dir() / "delta"
+    coordinates = delta_coordinates()
+    jars = [folder / _jar_name(c) for c in coordinates]
+    missing = [c for c, jar in zip(coordinates, jars) if not jar.is_file()]
+    if missing and fetch and shutil.which("mvn"):
+        folder.mkdir(parents=True, exist_ok=True)
+        for coordinate in missing:
+            subprocess.run(
+                ["mvn", "-q", "-B", "dependency:copy", f"-Dartifact={coordinate}",
+                 f"-DoutputDirectory={folder}"],
+                check=True, capture_output=True,
+            )
+    return jars if all(jar.is_file() for jar in jars) else None
+
+
+def _sources() -> list[Path]:
+    return sorted(JVM_SOURCES.glob("*.scala"))
+
+
+def extension_jar_path() -> Path:
+    """Where the extension jar for these sources and this Spark version is cached."""
+    digest = hashlib.sha256(pyspark.__version__.encode())
+    for source in _sources():
+        digest.update(source.name.encode())
+        digest.update(source.read_bytes())
+    return config.cache_dir() / f"mv-extension-{digest.hexdigest()[:16]}.jar"
+
+
+def _java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    return str(Path(home) / "bin" / "java") if home else "java"
+
+
+def extension_jar() -> Path:
+    """The compiled extension jar, built now if these sources have not been built before."""
+    jar = extension_jar_path()
+    if jar.is_file():
+        return jar
+    jar.parent.mkdir(parents=True, exist_ok=True)
+    classpath = str(pyspark_jars_dir() / "*")
+    with tempfile.TemporaryDirectory(dir=jar.parent) as tmp:
+        out = Path(tmp) / jar.name
+        result = subprocess.run(
+            [_java(), "-Xss8m", "-cp", classpath, "scala.tools.nsc.Main", "-usejavacp",
+             "-classpath", classpath, "-deprecation", "-feature", "-d", str(out),
+             *map(str, _sources())],
+            capture_output=True, text=True,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"compiling the Spark extension failed:\n{result.stdout}{result.stderr}")
+        os.replace(out, jar)
+    return jar
+
+
+def main() -> int:
+    delta = delta_jars()
+    print("delta jars:", ", ".join(map(str, delta)) if delta else "not cached (Ivy fetches them at start)")
+    print("extension jar:", extension_jar())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+package io.mvengine
+
+import org.apache.spark.sql.SparkSessionExtensions
+import org.apache.spark.sql.catalyst.FunctionIdentifier
+import org.apache.spark.sql.catalyst.expressions.{Expression, ExpressionInfo}
+
+/**
+ * The engine's Spark SQL extension: window table functions (TUMBLE, HOP, CUMULATE, SESSION) in
+ * Spark SQL, running as Spark's own operators.
+ *
+ * Load it with `spark.sql.extensions=io.mvengine.MvSparkSessionExtension` (mv.session() and
+ * mv.configure() do), then:
+ * {{{
+ *   SELECT item, window_start, window_end, SUM(price)
+ *   FROM TUMBLE(TABLE(bids), DESCRIPTOR(bidtime), INTERVAL '10' MINUTES)
+ *   GROUP BY item, window_start, window_end
+ * }}}
+ */
+class MvSparkSessionExtension extends (SparkSessionExtensions => Unit) {
+  override def apply(extensions: SparkSessionExtensions): Unit = {
+    // Flink writes TABLE(TUMBLE(TABLE t, ...)); Spark's grammar needs TUMBLE(TABLE(t), ...).
+    extensions.injectParser((_, parser) => new WindowSqlParser(parser))
+    // DESCRIPTOR(col) must be a known function, or Spark rejects the call before any rule sees it.
+    extensions.injectFunction(MvSparkSessionExtension.descriptor)
+    // Listed by SHOW FUNCTIONS and DESCRIBE FUNCTION; calls are rewritten before Spark looks them up.
+    WindowKind.all.foreach(kind => extensions.injectTableFunction(kind.registration))
+    // Window function calls become one WindowTableFunction node while the query is analysed.
+    extensions.injectResolutionRule(_ => ResolveWindowTableFunctions)
+    // A filter on the window columns also bounds the time column, so Delta can skip files.
+    extensions.injectOptimizerRule(_ => PushWindowFiltersToTimeColumn)
+    // The node runs as Spark's own Project / Expand / Filter / UpdatingSessions operators.
+    extensions.injectPlannerStrategy(_ => WindowTableFunctionStrategy)
+  }
+}
+
+object MvSparkSessionExtension {
+  val descriptor: (FunctionIdentifier, ExpressionInfo, Seq[Expression] => Expression) = (
+    FunctionIdentifier("descriptor"),
+    new ExpressionInfo(classOf[MvSparkSessionExtension].getName, null, "descriptor",
+      "DESCRIPTOR(column) - Names the time column of a window table function.", ""),
+    (_: Seq[Expression]) => throw WindowErrors.descriptorMisplaced())
+}

@@ -1,0 +1,118 @@
+package io.mvengine
+
+import org.apache.spark.sql.AnalysisException
+
+/**
+ * Every error the window functions raise, built in one place.
+ *
+ * Each has a stable error class (tests assert it, not the prose), the offending values as
+ * parameters, and a hint saying how to fix the call. Example message:
+ * {{{
+ *   [MV_WINDOW_INTERVAL.NOT_POSITIVE] TUMBLE: SIZE must be a positive interval, got INTERVAL '0' MINUTE.
+ *   Hint: use a duration above zero, e.g. INTERVAL '10' MINUTES.
+ * }}}
+ */
+object WindowErrors {
+
+  private def error(errorClass: String, message: String, hint: String,
+                    params: (String, String)*): AnalysisException =
+    new AnalysisException(s"[$errorClass] $message Hint: $hint", None, None, None,
+      Some(errorClass), params.toMap, Array.empty)
+
+  private def usage(kind: WindowKind): String = s"Call it as ${kind.usage}."
+
+  def tooManyArguments(kind: WindowKind, given: Int): AnalysisException =
+    error("MV_WINDOW_ARGUMENT.TOO_MANY",
+      s"${kind.name} takes at most ${kind.arguments.size} arguments, got $given.", usage(kind),
+      "function" -> kind.name, "given" -> given.toString)
+
+  def missingArgument(kind: WindowKind, name: String): AnalysisException =
+    error("MV_WINDOW_ARGUMENT.MISSING", s"${kind.name} needs the argument $name.", usage(kind),
+      "function" -> kind.name, "argument" -> name)
+
+  def unknownArgument(kind: WindowKind, name: String): AnalysisException =
+    error("MV_WINDOW_ARGUMENT.UNKNOWN_NAME",
+      s"${kind.name} has no argument named $name; its arguments are ${kind.arguments.mkString(", ")}.",
+      usage(kind), "function" -> kind.name, "argument" -> name)
+
+  def duplicateArgument(kind: WindowKind, name: String): AnalysisException =
+    error("MV_WINDOW_ARGUMENT.DUPLICATE", s"${kind.name} was given the argument $name twice.",
+      usage(kind), "function" -> kind.name, "argument" -> name)
+
+  def positionalAfterNamed(kind: WindowKind): AnalysisException =
+    error("MV_WINDOW_ARGUMENT.POSITIONAL_AFTER_NAMED",
+      s"${kind.name} got a positional argument after a named one.",
+      "Put positional arguments first, or name them all (DATA => ..., TIMECOL => ...).",
+      "function" -> kind.name)
+
+  def dataNotATable(kind: WindowKind, given: String): AnalysisException =
+    error("MV_WINDOW_ARGUMENT.DATA_NOT_A_TABLE",
+      s"${kind.name}: DATA must be a table, got $given.",
+      "Pass TABLE(name), TABLE(SELECT ...) or a bare table name.",
+      "function" -> kind.name, "given" -> given)
+
+  def timeNotAColumn(kind: WindowKind, given: String): AnalysisException =
+    error("MV_WINDOW_TIME_COLUMN.NOT_A_COLUMN",
+      s"${kind.name}: TIMECOL must name one column, got $given.",
+      "Pass DESCRIPTOR(column) or the bare column name.",
+      "function" -> kind.name, "given" -> given)
+
+  def timeNotTimestamp(kind: WindowKind, column: String, dataType: String): AnalysisException =
+    error("MV_WINDOW_TIME_COLUMN.NOT_TIMESTAMP",
+      s"${kind.name}: the time column $column is $dataType, not TIMESTAMP or TIMESTAMP_NTZ.",
+      s"Convert it in a subquery, e.g. TABLE(SELECT *, CAST($column AS TIMESTAMP) AS ts FROM t).",
+      "function" -> kind.name, "column" -> column, "type" -> dataType)
+
+  def intervalNotConstant(kind: WindowKind, argument: String, given: String): AnalysisException =
+    error("MV_WINDOW_INTERVAL.NOT_CONSTANT",
+      s"${kind.name}: $argument must be a constant interval, got $given.",
+      "Use a literal such as INTERVAL '10' MINUTES.",
+      "function" -> kind.name, "argument" -> argument, "given" -> given)
+
+  def intervalNotDayTime(kind: WindowKind, argument: String, given: String): AnalysisException =
+    error("MV_WINDOW_INTERVAL.NOT_DAY_TIME",
+      s"${kind.name}: $argument must be a fixed duration, got the calendar interval $given.",
+      "Months and years vary in length; use days, hours, minutes or seconds, e.g. INTERVAL '30' DAYS.",
+      "function" -> kind.name, "argument" -> argument, "given" -> given)
+
+  def intervalNotPositive(kind: WindowKind, argument: String, given: String): AnalysisException =
+    error("MV_WINDOW_INTERVAL.NOT_POSITIVE",
+      s"${kind.name}: $argument must be a positive interval, got $given.",
+      "Use a duration above zero, e.g. INTERVAL '10' MINUTES.",
+      "function" -> kind.name, "argument" -> argument, "given" -> given)
+
+  def sizeNotMultipleOfStep(size: String, step: String): AnalysisException =
+    error("MV_WINDOW_INTERVAL.SIZE_NOT_MULTIPLE_OF_STEP",
+      s"CUMULATE: SIZE ($size) must be a whole multiple of STEP ($step).",
+      "Choose a STEP that divides SIZE, e.g. STEP INTERVAL '1' HOUR with SIZE INTERVAL '1' DAY.",
+      "size" -> size, "step" -> step)
+
+  def tooManyWindowsPerRow(kind: WindowKind, count: Long, limit: Int): AnalysisException =
+    error("MV_WINDOW_INTERVAL.TOO_MANY_WINDOWS_PER_ROW",
+      s"${kind.name} would put each row into $count windows; at most $limit are allowed.",
+      "Use a larger SLIDE or STEP relative to SIZE.",
+      "function" -> kind.name, "count" -> count.toString, "limit" -> limit.toString)
+
+  def partitionNotSupported(kind: WindowKind): AnalysisException =
+    error("MV_WINDOW_ARGUMENT.PARTITION_NOT_SUPPORTED",
+      s"${kind.name} takes no PARTITION BY or ORDER BY on its table; only SESSION does.",
+      "Remove the PARTITION BY clause, or group by the key after the window function.",
+      "function" -> kind.name)
+
+  def columnConflict(kind: WindowKind, column: String): AnalysisException =
+    error("MV_WINDOW_COLUMN_CONFLICT",
+      s"${kind.name} adds the column $column, but its input already has a column of that name.",
+      s"Rename or drop it in a subquery: TABLE(SELECT * EXCEPT ($column) FROM ...).",
+      "function" -> kind.name, "column" -> column)
+
+  def descriptorMisplaced(): AnalysisException =
+    error("MV_WINDOW_DESCRIPTOR_MISPLACED",
+      "DESCRIPTOR(column) is only valid as the TIMECOL argument of a window table function.",
+      "Write it inside TUMBLE, HOP, CUMULATE or SESSION, e.g. TUMBLE(TABLE(t), DESCRIPTOR(ts), ...).")
+
+  def notRewritten(name: String): AnalysisException =
+    error("MV_WINDOW_INTERNAL",
+      s"The window table function $name reached Spark's function registry without being rewritten.",
+      "This is a bug in the engine's Spark extension; please report the query.",
+      "function" -> name)
+}

@@ -1,0 +1,80 @@
+"""The SparkSession the engine runs on: Delta Lake configured and the window-function extension loaded.
+
+``session()`` starts (or returns) an embedded local session set up from conf/; ``configure(builder)``
+adds only what the engine needs to a builder of your own, for a cluster or Databricks.
+
+Example:
+    >>> import mv
+    >>> spark = mv.session()
+    >>> spark.sql("SELECT * FROM TUMBLE(TABLE(bids), DESCRIPTOR(bidtime), INTERVAL '10' MINUTES)")
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+from mv import config, jars
+
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+
+
+def _merge_list(existing: str | None, added: list[str]) -> str:
+    items = [item for item in (existing or "").split(",") if item]
+    return ",".join(items + [item for item in added if item not in items])
+
+
+def configure(builder: SparkSession.Builder) -> SparkSession.Builder:
+    """Add Delta Lake and the window-function extension to ``builder`` and return it.
+
+    Keeps whatever jars, packages and extensions the builder already names.
+
+    Example:
+        >>> builder = SparkSession.builder.master("spark://host:7077")
+        >>> spark = mv.configure(builder).getOrCreate()
+    """
+    options = getattr(builder, "_options", {})
+    extension = str(jars.extension_jar())
+    delta = jars.delta_jars()
+    jar_list = [extension] + ([str(j) for j in delta] if delta else [])
+    builder = builder.config("spark.jars", _merge_list(options.get("spark.jars"), jar_list))
+    if delta is None:
+        builder = builder.config(
+            "spark.jars.packages", _merge_list(options.get("spark.jars.packages"), jars.delta_coordinates()[:1]))
+    extensions = _merge_list(options.get("spark.sql.extensions"), [DELTA_EXTENSION, jars.EXTENSION_CLASS])
+    return (builder.config("spark.sql.extensions", extensions)
+            .config("spark.sql.catalog.spark_catalog", DELTA_CATALOG))
+
+
+def session(master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
+    """The engine's SparkSession: an embedded local one set up from conf/, created on first call.
+
+    Args:
+        master: overrides ``spark.master`` from conf/spark-defaults.conf (e.g. ``local-cluster[2,1,1024]``).
+        conf: more Spark settings, applied last.
+
+    Example:
+        >>> spark = mv.session(conf={"spark.sql.shuffle.partitions": "4"})
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    config.home_dir().mkdir(parents=True, exist_ok=True)
+    builder = SparkSession.builder
+    settings = {**config.spark_defaults(), **(conf or {})}
+    if master:
+        settings["spark.master"] = master
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = configure(builder).getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("MV_LOG_LEVEL", "ERROR"))
+    _quiet_python_error_logs()
+    return spark
+
+
+def _quiet_python_error_logs() -> None:
+    # PySpark logs every failed query, Java stack trace included, before raising it; the raised
+    # error already carries the message, so the log only adds noise.
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
