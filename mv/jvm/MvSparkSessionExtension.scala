@@ -18,6 +18,8 @@ import org.apache.spark.sql.catalyst.expressions.{Expression, ExpressionInfo}
  */
 class MvSparkSessionExtension extends (SparkSessionExtensions => Unit) {
   override def apply(extensions: SparkSessionExtensions): Unit = {
+    // PySpark and Spark re-render messages from their error class, so Spark must know ours.
+    WindowErrors.register()
     // Flink writes TABLE(TUMBLE(TABLE t, ...)); Spark's grammar needs TUMBLE(TABLE(t), ...).
     extensions.injectParser((_, parser) => new WindowSqlParser(parser))
     // DESCRIPTOR(col) must be a known function, or Spark rejects the call before any rule sees it.

@@ -1,5 +1,9 @@
 package io.mvengine
 
+import java.nio.file.Files
+
+import scala.util.control.NonFatal
+
 import org.apache.spark.sql.AnalysisException
 
 /**
@@ -14,10 +18,59 @@ import org.apache.spark.sql.AnalysisException
  */
 object WindowErrors {
 
+  /** Every error class with its sub-classes; [[register]] makes Spark know them. */
+  private val conditions: Map[String, Seq[String]] = Map(
+    "MV_WINDOW_ARGUMENT" -> Seq("TOO_MANY", "MISSING", "UNKNOWN_NAME", "DUPLICATE",
+      "POSITIONAL_AFTER_NAMED", "DATA_NOT_A_TABLE", "PARTITION_NOT_SUPPORTED"),
+    "MV_WINDOW_TIME_COLUMN" -> Seq("NOT_A_COLUMN", "NOT_TIMESTAMP"),
+    "MV_WINDOW_INTERVAL" -> Seq("NOT_CONSTANT", "NOT_DAY_TIME", "NOT_POSITIVE",
+      "SIZE_NOT_MULTIPLE_OF_STEP", "TOO_MANY_WINDOWS_PER_ROW"),
+    "MV_WINDOW_COLUMN_CONFLICT" -> Nil,
+    "MV_WINDOW_DESCRIPTOR_MISPLACED" -> Nil,
+    "MV_WINDOW_INTERNAL" -> Nil)
+
   private def error(errorClass: String, message: String, hint: String,
-                    params: (String, String)*): AnalysisException =
-    new AnalysisException(s"[$errorClass] $message Hint: $hint", None, None, None,
-      Some(errorClass), params.toMap, Array.empty)
+                    params: (String, String)*): AnalysisException = {
+    val Array(main, sub @ _*) = errorClass.split('.')
+    require(conditions.get(main).exists(subs => sub.forall(subs.contains)), s"unknown error class $errorClass")
+    new AnalysisException(s"[$errorClass] $message Hint: $hint", None, None, None, Some(errorClass),
+      params.toMap ++ Map("message" -> message, "hint" -> hint), Array.empty)
+  }
+
+  /**
+   * Adds the engine's error classes to Spark's error reader, so that code re-rendering a message
+   * from its class and parameters (PySpark's getMessage(), Spark re-raising an error) gets the same
+   * text instead of an INTERNAL_ERROR. Spark offers no public way to do this; if the reflection
+   * ever fails, errors still carry their full message and class, only re-rendering degrades.
+   */
+  def register(): Unit = try {
+    val helper = Class.forName("org.apache.spark.SparkThrowableHelper$")
+    val reader = helper.getMethod("errorReader").invoke(helper.getField("MODULE$").get(null))
+    val readerClass = reader.getClass
+    val known = readerClass.getMethod("isValidErrorClass", classOf[String])
+      .invoke(reader, "MV_WINDOW_INTERNAL").asInstanceOf[Boolean]
+    if (!known) {
+      val json = Files.createTempFile("mv-error-conditions", ".json")
+      json.toFile.deleteOnExit()
+      Files.writeString(json, conditionsJson)
+      val ours = readerClass.getConstructor(classOf[Seq[_]]).newInstance(Seq(json.toUri.toURL))
+      val field = readerClass.getDeclaredField("errorInfoMap")
+      field.setAccessible(true)
+      field.set(reader, field.get(reader).asInstanceOf[Map[String, Any]] ++
+        field.get(ours).asInstanceOf[Map[String, Any]])
+    }
+  } catch {
+    case NonFatal(_) => ()
+  }
+
+  private def conditionsJson: String = conditions.map { case (main, subs) =>
+    val body = if (subs.isEmpty) "\"message\": [\"<message> Hint: <hint>\"]"
+    else {
+      val subClasses = subs.map(s => s"\"$s\": {\"message\": [\"Hint: <hint>\"]}").mkString(", ")
+      s"\"message\": [\"<message>\"], \"subClass\": {$subClasses}"
+    }
+    s"\"$main\": {$body}"
+  }.mkString("{", ", ", "}")
 
   private def usage(kind: WindowKind): String = s"Call it as ${kind.usage}."
 
