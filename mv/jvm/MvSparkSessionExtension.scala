@@ -20,14 +20,16 @@ class MvSparkSessionExtension extends (SparkSessionExtensions => Unit) {
   override def apply(extensions: SparkSessionExtensions): Unit = {
     // PySpark and Spark re-render messages from their error class, so Spark must know ours.
     WindowErrors.register()
-    // Flink writes TABLE(TUMBLE(TABLE t, ...)); Spark's grammar needs TUMBLE(TABLE(t), ...).
+    // Binds window calls before analysis, and accepts Flink's TABLE(TUMBLE(TABLE t, ...)).
     extensions.injectParser((_, parser) => new WindowSqlParser(parser))
     // DESCRIPTOR(col) must be a known function, or Spark rejects the call before any rule sees it.
     extensions.injectFunction(MvSparkSessionExtension.descriptor)
     // Listed by SHOW FUNCTIONS and DESCRIBE FUNCTION; calls are rewritten before Spark looks them up.
     WindowKind.all.foreach(kind => extensions.injectTableFunction(kind.registration))
-    // Window function calls become one WindowTableFunction node while the query is analysed.
-    extensions.injectResolutionRule(_ => ResolveWindowTableFunctions)
+    // Window function calls are bound as they are parsed (see WindowSqlParser) or, for plans not
+    // built from SQL, while analysed; they become one WindowTableFunction node once resolved.
+    extensions.injectResolutionRule(_ => ResolveWindowTableFunctions.Bind)
+    extensions.injectResolutionRule(_ => ResolveWindowTableFunctions.Validate)
     // A filter on the window columns also bounds the time column, so Delta can skip files.
     extensions.injectOptimizerRule(_ => PushWindowFiltersToTimeColumn)
     // The node runs as Spark's own Project / Expand / Filter / UpdatingSessions operators.

@@ -12,23 +12,35 @@ import org.apache.spark.unsafe.types.CalendarInterval
 
 /**
  * Turns `TUMBLE(...)`, `HOP(...)`, `CUMULATE(...)` and `SESSION(...)` in a FROM clause into a
- * [[WindowTableFunction]], in two steps:
- *  1. bind the call's arguments to names, accepting Flink's and RisingWave's forms:
- *     `TABLE(t)`, `TABLE(SELECT ...)` or a bare table name for DATA; `DESCRIPTOR(c)` or a bare
- *     column for TIMECOL; positional or named (`SIZE => ...`) arguments;
- *  2. once Spark has resolved the arguments against the table, validate them (a timestamp time
- *     column, constant positive day-time intervals, CUMULATE's size a multiple of its step).
+ * [[WindowTableFunction]], in two rules:
+ *  1. [[ResolveWindowTableFunctions.Bind]] binds the call's arguments to names, accepting Flink's
+ *     and RisingWave's forms: `TABLE(t)`, `TABLE(SELECT ...)` or a bare table name for DATA;
+ *     `DESCRIPTOR(c)` or a bare column for TIMECOL; positional or named (`SIZE => ...`) arguments.
+ *     [[WindowSqlParser]] applies it to every parsed statement, before Spark resolves anything:
+ *     otherwise, in a correlated subquery, Spark would resolve `DESCRIPTOR(c)` against the outer
+ *     query and call it as a scalar function. It also runs as a resolution rule, for plans that
+ *     do not come from SQL text;
+ *  2. [[ResolveWindowTableFunctions.Validate]], once Spark has resolved the arguments against the
+ *     table, checks them (a timestamp time column, constant positive day-time intervals,
+ *     CUMULATE's size a multiple of its step) and builds the node.
  */
-object ResolveWindowTableFunctions extends Rule[LogicalPlan] {
+object ResolveWindowTableFunctions {
 
   /** How many windows a single row may fall into (HOP's size/slide, CUMULATE's size/step). */
   val MaxWindowsPerRow = 10000
 
-  override def apply(plan: LogicalPlan): LogicalPlan = plan.resolveOperatorsUp {
-    case call: UnresolvedTableValuedFunction if WindowKind.find(call.name).isDefined =>
-      bind(WindowKind.find(call.name).get, call.functionArgs)
-    case call: WindowTableFunctionCall if call.child.resolved && call.expressions.forall(_.resolved) =>
-      resolve(call)
+  object Bind extends Rule[LogicalPlan] {
+    override def apply(plan: LogicalPlan): LogicalPlan = plan.transformUpWithSubqueries {
+      case call: UnresolvedTableValuedFunction if WindowKind.find(call.name).isDefined =>
+        bind(WindowKind.find(call.name).get, call.functionArgs)
+    }
+  }
+
+  object Validate extends Rule[LogicalPlan] {
+    override def apply(plan: LogicalPlan): LogicalPlan = plan.resolveOperatorsUp {
+      case call: WindowTableFunctionCall if call.child.resolved && call.expressions.forall(_.resolved) =>
+        resolve(call)
+    }
   }
 
   private def bind(kind: WindowKind, args: Seq[Expression]): WindowTableFunctionCall = {
@@ -78,6 +90,9 @@ object ResolveWindowTableFunctions extends Rule[LogicalPlan] {
   private def resolve(call: WindowTableFunctionCall): WindowTableFunction = {
     val kind = call.kind
     val time = call.timeColumn
+    if (!time.references.subsetOf(call.child.outputSet) || time.references.isEmpty) {
+      throw WindowErrors.timeNotAColumn(kind, time.sql)
+    }
     val zone = time.dataType match {
       case TimestampType => Some(SQLConf.get.sessionLocalTimeZone)
       case TimestampNTZType => None

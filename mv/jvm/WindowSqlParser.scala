@@ -9,7 +9,14 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
 import org.apache.spark.sql.types.{DataType, StructType}
 
 /**
- * Accepts Flink's verbatim window syntax on top of Spark's parser:
+ * Spark's parser, plus two things for window functions.
+ *
+ * Window function calls are bound to a [[WindowTableFunctionCall]] as soon as a statement is
+ * parsed ([[ResolveWindowTableFunctions.Bind]]), before any analyzer rule can misread their
+ * arguments. (An analyzer hint rule would run early enough, but Spark's Hive session state
+ * ignores injected hint rules.)
+ *
+ * And Flink's verbatim window syntax is accepted:
  * {{{
  *   SELECT * FROM TABLE(TUMBLE(TABLE Bid, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))
  * }}}
@@ -20,6 +27,9 @@ import org.apache.spark.sql.types.{DataType, StructType}
 class WindowSqlParser(delegate: ParserInterface) extends ParserInterface {
 
   override def parsePlan(sqlText: String): LogicalPlan =
+    ResolveWindowTableFunctions.Bind(parseWithFlinkSyntax(sqlText))
+
+  private def parseWithFlinkSyntax(sqlText: String): LogicalPlan =
     try delegate.parsePlan(sqlText) catch {
       case original: ParseException =>
         FlinkWindowSyntax.rewrite(sqlText) match {
