@@ -1,0 +1,69 @@
+"""mv.session() is an embedded local Spark with Delta and the window functions; mv.configure() adds
+the same to a user's own builder without dropping what it already has."""
+import os
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+import mv
+from mv import config, jars
+
+
+def test_session_has_delta_the_extension_and_a_local_warehouse(spark):
+    conf = spark.sparkContext.getConf()
+    assert jars.EXTENSION_CLASS in conf.get("spark.sql.extensions")
+    assert "io.delta.sql.DeltaSparkSessionExtension" in conf.get("spark.sql.extensions")
+    assert spark.conf.get("spark.sql.catalog.spark_catalog").endswith("DeltaCatalog")
+    warehouse = spark.conf.get("spark.sql.warehouse.dir")
+    assert warehouse.replace("file:", "").startswith(os.environ["MV_HOME"])
+    assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+
+
+def test_delta_tables_with_change_data_feed_work_out_of_the_box(spark):
+    spark.sql("CREATE OR REPLACE TABLE session_cdf (id INT) USING delta "
+              "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+    spark.sql("INSERT INTO session_cdf VALUES (1), (2)")
+    spark.sql("DELETE FROM session_cdf WHERE id = 1")
+    changes = spark.sql("SELECT id, _change_type FROM table_changes('session_cdf', 1)").collect()
+    assert sorted(tuple(r) for r in changes) == [(1, "delete"), (1, "insert"), (2, "insert")]
+    spark.sql("DROP TABLE session_cdf")
+
+
+def test_session_returns_the_running_session(spark):
+    assert mv.session() is spark
+
+
+def test_configure_keeps_the_builders_own_jars_and_extensions():
+    builder = SparkSession.Builder()
+    builder.config("spark.jars", "/opt/mine.jar").config("spark.sql.extensions", "com.example.Ext")
+    options = mv.configure(builder)._options
+    assert options["spark.jars"].startswith("/opt/mine.jar,")
+    assert str(jars.extension_jar()) in options["spark.jars"]
+    assert options["spark.sql.extensions"].split(",") == [
+        "com.example.Ext", "io.delta.sql.DeltaSparkSessionExtension", jars.EXTENSION_CLASS]
+
+
+def test_conf_values_name_the_home_folder(monkeypatch, tmp_path):
+    monkeypatch.setenv("MV_HOME", str(tmp_path))
+    defaults = config.spark_defaults()
+    assert defaults["spark.sql.warehouse.dir"] == f"{tmp_path}/warehouse"
+    assert f"databaseName={tmp_path}/metastore_db" in defaults["spark.hadoop.javax.jdo.option.ConnectionURL"]
+
+
+def test_mv_conf_dir_points_at_another_conf_folder(monkeypatch, tmp_path):
+    (tmp_path / "spark-defaults.conf").write_text("# mine\nspark.master   local[1]\n")
+    monkeypatch.setenv("MV_CONF_DIR", str(tmp_path))
+    assert config.spark_defaults() == {"spark.master": "local[1]"}
+    assert config.home_dir() == Path(os.environ["MV_HOME"]).resolve()
+
+
+def test_extension_jar_name_changes_with_its_sources(monkeypatch, tmp_path):
+    before = jars.extension_jar_path()
+    sources = tmp_path / "jvm"
+    sources.mkdir()
+    for source in jars.JVM_SOURCES.glob("*.scala"):
+        (sources / source.name).write_text(source.read_text())
+    monkeypatch.setattr(jars, "JVM_SOURCES", sources)
+    assert jars.extension_jar_path() == before
+    (sources / "Extra.scala").write_text("package io.mvengine\nobject Extra\n")
+    assert jars.extension_jar_path() != before
