@@ -1,8 +1,10 @@
 package io.mvengine
 
 import scala.collection.mutable
+import scala.util.Try
 
 import org.apache.spark.sql.catalyst.{FunctionIdentifier, TableIdentifier}
+import org.apache.spark.sql.catalyst.analysis.{UnresolvedFunction, UnresolvedTableValuedFunction}
 import org.apache.spark.sql.catalyst.expressions.Expression
 import org.apache.spark.sql.catalyst.parser.{ParseException, ParserInterface}
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
@@ -29,15 +31,22 @@ class WindowSqlParser(delegate: ParserInterface) extends ParserInterface {
   override def parsePlan(sqlText: String): LogicalPlan =
     ResolveWindowTableFunctions.Bind(parseWithFlinkSyntax(sqlText))
 
-  private def parseWithFlinkSyntax(sqlText: String): LogicalPlan =
-    try delegate.parsePlan(sqlText) catch {
-      case original: ParseException =>
-        FlinkWindowSyntax.rewrite(sqlText) match {
-          case Some(rewritten) =>
-            try delegate.parsePlan(rewritten) catch { case _: ParseException => throw original }
-          case None => throw original
-        }
-    }
+  private def parseWithFlinkSyntax(sqlText: String): LogicalPlan = {
+    val parsed = try Right(delegate.parsePlan(sqlText)) catch { case e: ParseException => Left(e) }
+    if (parsed.exists(plan => !wrapsWindowCall(plan))) return parsed.toOption.get
+    FlinkWindowSyntax.rewrite(sqlText)
+      .flatMap(rewritten => Try(delegate.parsePlan(rewritten)).toOption)
+      .getOrElse(parsed.fold(error => throw error, identity))
+  }
+
+  /** `TABLE(TUMBLE(...))` as Spark parses it: a table function TABLE of a scalar call TUMBLE. */
+  private def wrapsWindowCall(plan: LogicalPlan): Boolean = plan.collectWithSubqueries {
+    case call: UnresolvedTableValuedFunction if call.name.map(_.toLowerCase) == Seq("table") &&
+        call.functionArgs.exists {
+          case f: UnresolvedFunction => WindowKind.find(f.nameParts).isDefined
+          case _ => false
+        } => call
+  }.nonEmpty
 
   override def parseQuery(sqlText: String): LogicalPlan = delegate.parseQuery(sqlText)
   override def parseExpression(sqlText: String): Expression = delegate.parseExpression(sqlText)
@@ -55,7 +64,7 @@ class WindowSqlParser(delegate: ParserInterface) extends ParserInterface {
  * Rewrites Flink's window-call forms into Spark's, token by token (strings, quoted identifiers and
  * comments are left untouched):
  *  - `TABLE(TUMBLE(...))` (any window function) loses the outer `TABLE(` and its `)`;
- *  - `TABLE name` as a function argument (after `(` or `,`) becomes `TABLE(name)`;
+ *  - `TABLE name` as a function argument (after `(`, `,` or `=>`) becomes `TABLE(name)`;
  *  - `PARTITION BY key,` (Flink's single bare key before the next argument) becomes
  *    `PARTITION BY (key),`, since Spark would read the following arguments as more keys.
  */
@@ -80,7 +89,7 @@ object FlinkWindowSyntax {
       if (at(open).exists(_.text == "(") && at(function).exists(t => WindowKind.find(Seq(t.text)).isDefined) &&
           at(next(function)).exists(_.text == "(")) {
         dropped ++= Seq(i, open) ++ matchingClose(tokens, open)
-      } else if (at(prev(i)).exists(t => t.text == "(" || t.text == ",") && at(open).exists(_.isWord)) {
+      } else if (at(prev(i)).exists(t => Set("(", ",", "=>").contains(t.text)) && at(open).exists(_.isWord)) {
         val last = identifierEnd(tokens, open, next)
         before(open) = "("
         after(last) = ")"
@@ -136,6 +145,7 @@ object FlinkWindowSyntax {
       else if (sql.startsWith("--", i)) take(sql.indexOf('\n', i) match { case -1 => sql.length; case j => j }, false)
       else if (sql.startsWith("/*", i)) take(sql.indexOf("*/", i + 2) match { case -1 => sql.length; case j => j + 2 }, false)
       else if (c == '\'' || c == '"') take(quoted(c), false)
+      else if (sql.startsWith("=>", i)) take(i + 2, false)
       else if (c == '`') take(quoted('`'), true)
       else if (c.isLetterOrDigit || c == '_') take(sql.indexWhere(ch => !(ch.isLetterOrDigit || ch == '_'), i) match {
         case -1 => sql.length; case j => j }, true)
