@@ -26,6 +26,8 @@ class MvSparkSessionExtension extends (SparkSessionExtensions => Unit) {
     extensions.injectFunction(MvSparkSessionExtension.descriptor)
     // Listed by SHOW FUNCTIONS and DESCRIBE FUNCTION; calls are rewritten before Spark looks them up.
     WindowKind.all.foreach(kind => extensions.injectTableFunction(kind.registration))
+    // mv_describe('query') tells the maintainer what a query means, from its analysed plan.
+    extensions.injectTableFunction(QueryDescription.registration)
     // Window function calls are bound as they are parsed (see WindowSqlParser) or, for plans not
     // built from SQL, while analysed; they become one WindowTableFunction node once resolved.
     extensions.injectResolutionRule(_ => ResolveWindowTableFunctions.Bind)

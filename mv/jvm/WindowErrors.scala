@@ -74,10 +74,10 @@ object WindowErrors {
 
   private def usage(kind: WindowKind): String = s"Call it as ${kind.usage}."
 
-  def tooManyArguments(kind: WindowKind, given: Int): AnalysisException =
+  def tooManyArguments(kind: WindowKind, got: Int): AnalysisException =
     error("MV_WINDOW_ARGUMENT.TOO_MANY",
-      s"${kind.name} takes at most ${kind.arguments.size} arguments, got $given.", usage(kind),
-      "function" -> kind.name, "given" -> given.toString)
+      s"${kind.name} takes at most ${kind.arguments.size} arguments, got $got.", usage(kind),
+      "function" -> kind.name, "given" -> got.toString)
 
   def missingArgument(kind: WindowKind, name: String): AnalysisException =
     error("MV_WINDOW_ARGUMENT.MISSING", s"${kind.name} needs the argument $name.", usage(kind),
@@ -98,17 +98,17 @@ object WindowErrors {
       "Put positional arguments first, or name them all (DATA => ..., TIMECOL => ...).",
       "function" -> kind.name)
 
-  def dataNotATable(kind: WindowKind, given: String): AnalysisException =
+  def dataNotATable(kind: WindowKind, got: String): AnalysisException =
     error("MV_WINDOW_ARGUMENT.DATA_NOT_A_TABLE",
-      s"${kind.name}: DATA must be a table, got $given.",
+      s"${kind.name}: DATA must be a table, got $got.",
       "Pass TABLE(name), TABLE(SELECT ...) or a bare table name.",
-      "function" -> kind.name, "given" -> given)
+      "function" -> kind.name, "given" -> got)
 
-  def timeNotAColumn(kind: WindowKind, given: String): AnalysisException =
+  def timeNotAColumn(kind: WindowKind, got: String): AnalysisException =
     error("MV_WINDOW_TIME_COLUMN.NOT_A_COLUMN",
-      s"${kind.name}: TIMECOL must name one column, got $given.",
+      s"${kind.name}: TIMECOL must name one column, got $got.",
       "Pass DESCRIPTOR(column) or the bare column name.",
-      "function" -> kind.name, "given" -> given)
+      "function" -> kind.name, "given" -> got)
 
   def timeNotTimestamp(kind: WindowKind, column: String, dataType: String): AnalysisException =
     error("MV_WINDOW_TIME_COLUMN.NOT_TIMESTAMP",
@@ -116,23 +116,23 @@ object WindowErrors {
       s"Convert it in a subquery, e.g. TABLE(SELECT *, CAST($column AS TIMESTAMP) AS ts FROM t).",
       "function" -> kind.name, "column" -> column, "type" -> dataType)
 
-  def intervalNotConstant(kind: WindowKind, argument: String, given: String): AnalysisException =
+  def intervalNotConstant(kind: WindowKind, argument: String, got: String): AnalysisException =
     error("MV_WINDOW_INTERVAL.NOT_CONSTANT",
-      s"${kind.name}: $argument must be a constant interval, got $given.",
+      s"${kind.name}: $argument must be a constant interval, got $got.",
       "Use a literal such as INTERVAL '10' MINUTES.",
-      "function" -> kind.name, "argument" -> argument, "given" -> given)
+      "function" -> kind.name, "argument" -> argument, "given" -> got)
 
-  def intervalNotDayTime(kind: WindowKind, argument: String, given: String): AnalysisException =
+  def intervalNotDayTime(kind: WindowKind, argument: String, got: String): AnalysisException =
     error("MV_WINDOW_INTERVAL.NOT_DAY_TIME",
-      s"${kind.name}: $argument must be a fixed duration, got the calendar interval $given.",
+      s"${kind.name}: $argument must be a fixed duration, got the calendar interval $got.",
       "Months and years vary in length; use days, hours, minutes or seconds, e.g. INTERVAL '30' DAYS.",
-      "function" -> kind.name, "argument" -> argument, "given" -> given)
+      "function" -> kind.name, "argument" -> argument, "given" -> got)
 
-  def intervalNotPositive(kind: WindowKind, argument: String, given: String): AnalysisException =
+  def intervalNotPositive(kind: WindowKind, argument: String, got: String): AnalysisException =
     error("MV_WINDOW_INTERVAL.NOT_POSITIVE",
-      s"${kind.name}: $argument must be a positive interval, got $given.",
+      s"${kind.name}: $argument must be a positive interval, got $got.",
       "Use a duration above zero, e.g. INTERVAL '10' MINUTES.",
-      "function" -> kind.name, "argument" -> argument, "given" -> given)
+      "function" -> kind.name, "argument" -> argument, "given" -> got)
 
   def sizeNotMultipleOfStep(size: String, step: String): AnalysisException =
     error("MV_WINDOW_INTERVAL.SIZE_NOT_MULTIPLE_OF_STEP",

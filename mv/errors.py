@@ -1,0 +1,118 @@
+"""Every error the engine's Python side raises, built in one place.
+
+Each has a stable error class (tests assert it, not the prose), parameters naming the offending
+values, and a hint. Statement errors also point at the fragment:
+
+    [MV_STATEMENT_SYNTAX] Expected EMIT ON WINDOW CLOSE or EMIT ON UPDATE. Hint: ...
+    == Statement (line 1, position 36) ==
+    CREATE MATERIALIZED VIEW v EMIT ON WINDOW AS SELECT 1
+                                       ^^^^^^
+
+Example:
+    >>> raise errors.unknown_view("daily_totals")
+"""
+from __future__ import annotations
+
+
+class MvError(Exception):
+    """An engine error: `error_class` (UPPER_SNAKE, stable), `params`, and a message with a hint."""
+
+    def __init__(self, error_class: str, message: str, hint: str, context: str = "", **params: object):
+        self.error_class = error_class
+        self.params = {key: str(value) for key, value in params.items()}
+        self.hint = hint
+        text = f"[{error_class}] {message} Hint: {hint}"
+        super().__init__(text + (f"\n{context}" if context else ""))
+
+    def getCondition(self) -> str:  # noqa: N802 - the same name as PySpark's errors
+        return self.error_class
+
+
+def _pointer(text: str, start: int, end: int) -> str:
+    line_no = text.count("\n", 0, start) + 1
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", start)
+    line = text[line_start: line_end if line_end >= 0 else len(text)]
+    column = start - line_start
+    width = max(1, min(end, line_start + len(line)) - start)
+    return f"== Statement (line {line_no}, position {column + 1}) ==\n{line}\n{' ' * column}{'^' * width}"
+
+
+def statement_syntax(text: str, start: int, end: int, expected: str, hint: str) -> MvError:
+    fragment = text[start:end] or "end of statement"
+    return MvError("MV_STATEMENT_SYNTAX", f"Expected {expected}, found '{fragment}'.", hint,
+                   _pointer(text, start, max(end, start + 1)), expected=expected, fragment=fragment)
+
+
+def duplicate_clause(text: str, start: int, end: int, clause: str) -> MvError:
+    return MvError("MV_STATEMENT_DUPLICATE_CLAUSE", f"The clause {clause} is given twice.",
+                   "Give each clause once.", _pointer(text, start, end), clause=clause)
+
+
+def unsupported_combination(what: str, hint: str) -> MvError:
+    return MvError("MV_STATEMENT_UNSUPPORTED_COMBINATION", f"{what}.", hint, what=what)
+
+
+def unknown_view(name: str) -> MvError:
+    return MvError("MV_VIEW_NOT_FOUND", f"There is no materialized view named {name}.",
+                   "SHOW MATERIALIZED VIEWS lists them.", name=name)
+
+
+def view_exists(name: str) -> MvError:
+    return MvError("MV_VIEW_ALREADY_EXISTS", f"The materialized view {name} already exists.",
+                   "Use CREATE OR REPLACE, or CREATE ... IF NOT EXISTS.", name=name)
+
+
+def table_exists(name: str) -> MvError:
+    return MvError("MV_NAME_TAKEN", f"{name} is already a table or view that is not a materialized view.",
+                   "Choose another name, or drop that table first.", name=name)
+
+
+def source_not_delta(view: str, source: str, provider: str) -> MvError:
+    return MvError("MV_SOURCE_NOT_DELTA",
+                   f"The source {source} of {view} is {provider or 'not a table'}, not a Delta table.",
+                   "Materialized views read what changed through Delta's Change Data Feed; "
+                   "convert the source with CONVERT TO DELTA or CREATE TABLE ... USING delta AS SELECT.",
+                   view=view, source=source, provider=provider)
+
+
+def watermark_column(view: str, column: str, available: list[str]) -> MvError:
+    return MvError("MV_WATERMARK_COLUMN_NOT_FOUND",
+                   f"The watermark column {column} of {view} is not the time column of a window "
+                   f"function in its query (time columns: {', '.join(available) or 'none'}).",
+                   "Name the column given to DESCRIPTOR(...) in the query's window function.",
+                   view=view, column=column)
+
+
+def interval(text: str, reason: str) -> MvError:
+    return MvError("MV_STATEMENT_INTERVAL", f"{text} is not a usable interval: {reason}.",
+                   "Use a positive day-time interval, e.g. INTERVAL '5' MINUTES.", interval=text)
+
+
+def not_incremental(view: str, reasons: list[str]) -> MvError:
+    return MvError("MV_NOT_INCREMENTAL",
+                   f"{view} cannot be refreshed incrementally: {'; '.join(reasons)}.",
+                   "Use REFRESH POLICY AUTO to fall back to a full refresh, or change the query.",
+                   view=view, reasons=",".join(reasons))
+
+
+def change_feed_gone(view: str, source: str, version: int) -> MvError:
+    return MvError("MV_CHANGE_FEED_UNAVAILABLE",
+                   f"The changes of {source} since version {version}, which {view} has not yet "
+                   "processed, are no longer available (vacuumed or expired).",
+                   f"Run REFRESH MATERIALIZED VIEW {view} FULL, or use REFRESH POLICY AUTO.",
+                   view=view, source=source, version=version)
+
+
+def concurrent_refresh(view: str) -> MvError:
+    return MvError("MV_CONCURRENT_REFRESH",
+                   f"Another refresh of {view} committed first; this one applied nothing.",
+                   "Run the refresh again: it continues from what the other one committed.",
+                   view=view)
+
+
+def query_broken(view: str, cause: str) -> MvError:
+    return MvError("MV_QUERY_NO_LONGER_VALID",
+                   f"The query of {view} no longer analyses against its sources: {cause}",
+                   "A source's schema changed; CREATE OR REPLACE the view with a query that fits it.",
+                   view=view)

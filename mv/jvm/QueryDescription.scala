@@ -1,0 +1,179 @@
+package io.mvengine
+
+import scala.collection.mutable
+import scala.jdk.CollectionConverters._
+
+import com.fasterxml.jackson.databind.ObjectMapper
+
+import org.apache.spark.sql.catalyst.catalog.HiveTableRelation
+import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, ExprId, Expression, Literal, NamedExpression}
+import org.apache.spark.sql.catalyst.plans.logical._
+import org.apache.spark.sql.classic.SparkSession
+import org.apache.spark.sql.execution.datasources.LogicalRelation
+import org.apache.spark.sql.types.StringType
+
+/**
+ * What a query means to the maintainer, read off Spark's analysed plan rather than its text:
+ * its sources, its window functions, which output columns carry window_start/window_end, its
+ * grouping keys, and why it could not be kept incrementally (reason codes).
+ *
+ * Exposed in SQL, so it works over Spark Connect too:
+ * {{{
+ *   SELECT description FROM mv_describe('SELECT ... FROM TUMBLE(...) GROUP BY ...')
+ * }}}
+ * Shapes: `window` (every output row belongs to one window of a window function and depends only
+ * on source rows in that window's time range), `aggregate` (GROUP BY without windows),
+ * `other` (refreshed in full).
+ */
+object QueryDescription {
+
+  val functionName = "mv_describe"
+
+  def registration: (org.apache.spark.sql.catalyst.FunctionIdentifier,
+      org.apache.spark.sql.catalyst.expressions.ExpressionInfo, Seq[Expression] => LogicalPlan) = (
+    org.apache.spark.sql.catalyst.FunctionIdentifier(functionName),
+    new org.apache.spark.sql.catalyst.expressions.ExpressionInfo(getClass.getName, null, functionName,
+      "mv_describe(query) - Describes a query for the materialized-view maintainer, as JSON.", ""),
+    (args: Seq[Expression]) => args match {
+      case Seq(text: Literal) if text.dataType == StringType && text.value != null => describe(text.toString)
+      case _ => throw new IllegalArgumentException("mv_describe takes one string literal: the query")
+    })
+
+  private def describe(queryText: String): LogicalPlan = {
+    val session = SparkSession.active
+    val parsed = session.sessionState.sqlParser.parsePlan(queryText)
+    val analysed = session.sessionState.executePlan(parsed).analyzed
+    val json = new ObjectMapper().writeValueAsString(toJava(describePlan(analysed)))
+    LocalRelation.fromExternalRows(
+      Seq(AttributeReference("description", StringType, nullable = false)()),
+      Seq(org.apache.spark.sql.Row(json)))
+  }
+
+  def describePlan(plan: LogicalPlan): Map[String, Any] = {
+    val reasons = mutable.LinkedHashSet[String]()
+    val windows = plan.collect { case w: WindowTableFunction => w }
+    val roles = windowRoles(plan)
+    val output = plan.output.map(a => Map("name" -> a.name, "type" -> a.dataType.simpleString,
+      "window_role" -> roles.get(a.exprId).orNull))
+    if (!plan.deterministic || plan.exists(!_.expressions.forall(_.deterministic))) reasons += "NONDETERMINISTIC"
+    if (plan.exists(_.isInstanceOf[GlobalLimit]) || plan.exists(_.isInstanceOf[LocalLimit])) reasons += "LIMIT"
+    if (plan.exists(_.expressions.exists(_.exists(_.isInstanceOf[org.apache.spark.sql.catalyst.expressions.SubqueryExpression])))) {
+      reasons += "SUBQUERY"
+    }
+    val outputRoles = plan.output.flatMap(a => roles.get(a.exprId)).toSet
+    val windowed = outputRoles.contains("window_start") && outputRoles.contains("window_end")
+    val shape = if (windows.nonEmpty && windowed) {
+      reasons ++= windowReasons(plan, windows)
+      "window"
+    } else if (windows.isEmpty && topAggregate(plan).isDefined) "aggregate"
+    else {
+      reasons += (if (windows.nonEmpty) "WINDOW_COLUMNS_NOT_IN_OUTPUT" else "NOT_WINDOWED_OR_AGGREGATED")
+      "other"
+    }
+    Map(
+      "shape" -> shape,
+      "sources" -> sources(plan, reasons),
+      "windows" -> windows.map(describeWindow),
+      "output" -> output,
+      "group_by" -> groupBy(plan).orNull,
+      "reasons" -> reasons.toSeq)
+  }
+
+  private def describeWindow(w: WindowTableFunction): Map[String, Any] = Map(
+    "kind" -> w.spec.kind.name,
+    "size" -> w.spec.size, "step" -> w.spec.step, "offset" -> w.spec.offset,
+    "time_zone" -> w.spec.timeZone.orNull,
+    "time_column" -> (w.timeColumn match { case a: Attribute => a.name; case e => e.sql }),
+    "partition_by" -> w.partitionBy.map(_.sql),
+    "sources" -> w.child.collectLeaves().flatMap(tableName))
+
+  /** Output exprIds that carry a window function's window_start / window_end / window_time. */
+  private def windowRoles(plan: LogicalPlan): Map[ExprId, String] = {
+    val roles = mutable.Map[ExprId, String]()
+    plan.foreachUp {
+      case w: WindowTableFunction =>
+        w.windowOutput.zip(WindowTableFunction.columnNames).foreach { case (a, role) => roles(a.exprId) = role }
+      case node =>
+        node.expressions.foreach {
+          case alias @ Alias(a: Attribute, _) if roles.contains(a.exprId) => roles(alias.exprId) = roles(a.exprId)
+          case _ =>
+        }
+    }
+    roles.toMap
+  }
+
+  /** Why a windowed query is still not kept window by window. */
+  private def windowReasons(plan: LogicalPlan, windows: Seq[WindowTableFunction]): Seq[String] = {
+    val reasons = mutable.LinkedHashSet[String]()
+    val windowStarts = windows.map(_.windowStart.exprId).toSet
+    val roles = windowRoles(plan)
+    def isStart(e: Expression): Boolean = e match {
+      case a: Attribute => roles.get(a.exprId).contains("window_start") || windowStarts.contains(a.exprId)
+      case _ => false
+    }
+    plan.foreach {
+      case a: Aggregate if !a.groupingExpressions.exists(isStart) && a.exists(_.isInstanceOf[WindowTableFunction]) =>
+        reasons += "AGGREGATE_NOT_BY_WINDOW"
+      case j: Join if !j.condition.exists(_.exists(e => isStart(e))) => reasons += "JOIN_NOT_ON_WINDOW"
+      case _: Union | _: Intersect | _: Except => reasons += "SET_OPERATION"
+      case _ =>
+    }
+    windows.foreach { w =>
+      if (w.child.collectLeaves().flatMap(tableName).size != 1) reasons += "WINDOW_OVER_SEVERAL_SOURCES"
+      w.child.foreach {
+        case _: Project | _: Filter | _: SubqueryAlias | _: View | _: LeafNode =>
+        case _ => reasons += "WINDOW_INPUT_NOT_ROW_BY_ROW"
+      }
+    }
+    reasons.toSeq
+  }
+
+  private def topAggregate(plan: LogicalPlan): Option[Aggregate] = plan match {
+    case a: Aggregate => Some(a)
+    case p @ (_: Project | _: Filter | _: Sort | _: SubqueryAlias) => topAggregate(p.children.head)
+    case _ => None
+  }
+
+  /** Output column names of the top aggregate's grouping keys, if every key is in the output. */
+  private def groupBy(plan: LogicalPlan): Option[Seq[String]] = topAggregate(plan).flatMap { agg =>
+    val names = mutable.Map[ExprId, String]()
+    def trace(exprId: ExprId, name: String): Unit = names(exprId) = name
+    plan.output.foreach(a => trace(a.exprId, a.name))
+    plan.foreach(_.expressions.foreach {
+      case alias @ Alias(a: Attribute, _) if names.contains(alias.exprId) => trace(a.exprId, names(alias.exprId))
+      case _ =>
+    })
+    val keys = agg.groupingExpressions.map {
+      case a: Attribute => names.get(a.exprId)
+      case _ => None
+    }
+    if (keys.forall(_.isDefined)) Some(keys.flatten) else None
+  }
+
+  private def tableName(leaf: LogicalPlan): Option[String] = leaf match {
+    case r: LogicalRelation => r.catalogTable.map(_.identifier.unquotedString)
+    case h: HiveTableRelation => Some(h.tableMeta.identifier.unquotedString)
+    case _ => None
+  }
+
+  private def sources(plan: LogicalPlan, reasons: mutable.Set[String]): Seq[Map[String, Any]] =
+    plan.collectLeaves().distinct.flatMap {
+      case r: LogicalRelation =>
+        val isDelta = r.relation.toString.contains("Delta") ||
+          r.catalogTable.flatMap(_.provider).exists(_.equalsIgnoreCase("delta"))
+        Some(Map("table" -> r.catalogTable.map(_.identifier.unquotedString).orNull,
+          "provider" -> (if (isDelta) "delta" else r.catalogTable.flatMap(_.provider).getOrElse("files"))))
+      case h: HiveTableRelation =>
+        Some(Map("table" -> h.tableMeta.identifier.unquotedString, "provider" -> "hive"))
+      case _: LocalRelation | _: OneRowRelation | _: Range => None
+      case other =>
+        reasons += "UNSUPPORTED_SOURCE"
+        Some(Map("table" -> null, "provider" -> other.nodeName))
+    }
+
+  private def toJava(value: Any): Any = value match {
+    case m: Map[_, _] => m.map { case (k, v) => k -> toJava(v) }.asJava
+    case s: Seq[_] => s.map(toJava).asJava
+    case other => other
+  }
+}
