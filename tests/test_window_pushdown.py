@@ -58,6 +58,9 @@ def test_window_start_filter_becomes_a_time_range_at_the_scan(spark, hourly_bids
     "WHERE window_start = TIMESTAMP'2024-01-01 03:00:00'",
     "WHERE window_time < TIMESTAMP'2024-01-01 01:00:00'",
     "WHERE window_start BETWEEN TIMESTAMP'2024-01-01 02:00:00' AND TIMESTAMP'2024-01-01 03:00:00'",
+    "WHERE window_start < TIMESTAMP'2024-01-01 00:30:00' OR window_start >= TIMESTAMP'2024-01-01 05:00:00'",
+    "WHERE (window_start >= TIMESTAMP'2024-01-01 01:00:00' AND window_end <= TIMESTAMP'2024-01-01 02:00:00') "
+    "OR window_start = TIMESTAMP'2024-01-01 04:30:00'",
 ])
 def test_pruned_scan_gives_the_same_windows_as_filtering_afterwards(spark, hourly_bids, kind, where):
     query = WINDOWED.format(tvf=TVFS[kind], where=where)

@@ -1,6 +1,6 @@
 package io.mvengine
 
-import org.apache.spark.sql.catalyst.expressions.{And, Attribute, BinaryComparison, EqualTo, Expression, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual, Literal, PredicateHelper}
+import org.apache.spark.sql.catalyst.expressions.{And, Attribute, BinaryComparison, EqualTo, Expression, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual, Literal, Or, PredicateHelper}
 import org.apache.spark.sql.catalyst.plans.logical.{Filter, LogicalPlan}
 import org.apache.spark.sql.catalyst.rules.Rule
 
@@ -11,6 +11,8 @@ import org.apache.spark.sql.catalyst.rules.Rule
  *   window_start >= X  =>  t >= X              window_end <= X  =>  t < X
  *   window_start <= X  =>  t < X + size        window_end >= X  =>  t >= X - size
  * }}}
+ * Conjunctions and disjunctions of such comparisons imply the same combination of ranges, so a
+ * refresh recomputing windows in several separate periods reads only those periods.
  * The implied range goes below the window node, where Spark pushes it to the scan and Delta skips
  * files by their min/max statistics; the original filter stays where it was, so results are
  * unchanged. Rows are windowed independently in these kinds, so dropping rows outside the range
@@ -20,7 +22,7 @@ object PushWindowFiltersToTimeColumn extends Rule[LogicalPlan] with PredicateHel
 
   override def apply(plan: LogicalPlan): LogicalPlan = plan.transform {
     case filter @ Filter(condition, window: WindowTableFunction) if !window.spec.kind.isSession =>
-      val implied = splitConjunctivePredicates(condition).flatMap(timeRange(_, window))
+      val implied = splitConjunctivePredicates(condition).flatMap(impliedRange(_, window))
         .filterNot(p => window.pushedTimeFilters.exists(_.semanticEquals(p)))
       if (implied.isEmpty) filter
       else filter.copy(child = window.copy(
@@ -56,6 +58,14 @@ object PushWindowFiltersToTimeColumn extends Rule[LogicalPlan] with PredicateHel
       case _ => None
     }
   }
+
+  /** The time-column range `predicate` implies, if it implies one. */
+  private def impliedRange(predicate: Expression, w: WindowTableFunction): Option[Expression] =
+    predicate match {
+      case Or(left, right) => for (l <- impliedRange(left, w); r <- impliedRange(right, w)) yield Or(l, r)
+      case And(left, right) => (impliedRange(left, w) ++ impliedRange(right, w)).reduceOption(And)
+      case comparison => timeRange(comparison, w).reduceOption(And)
+    }
 
   private def timeRange(predicate: Expression, w: WindowTableFunction): Seq[Expression] = {
     val t = w.timeColumn
