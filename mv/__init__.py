@@ -5,6 +5,7 @@ Example:
     >>> spark = mv.session()
     >>> spark.sql("SELECT * FROM TUMBLE(TABLE(bids), DESCRIPTOR(bidtime), INTERVAL '10' MINUTES)").show()
 """
+from mv.commands import sql
 from mv.session import configure, session
 
-__all__ = ["configure", "session"]
+__all__ = ["configure", "session", "sql"]

@@ -1,0 +1,87 @@
+"""Materialized views in the Spark catalog: each is a Delta table whose properties hold its definition.
+
+Beside a view `v` live `v__late` (rows that arrived after their window was final) and, once per
+database, `mv_refresh_history` (one row per refresh of any view).
+
+Example:
+    >>> view = catalog.load(spark, "hourly_totals")
+    >>> view.definition.emit
+    'WINDOW CLOSE'
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+from pyspark.sql import SparkSession
+
+from mv import errors
+from mv.query import sql_string
+from mv.statements import Definition
+
+DEFINITION_PROPERTY = "mv.definition"
+
+
+@dataclass(frozen=True)
+class View:
+    """A materialized view: its table name, its definition, and the time zone its windows align in."""
+    name: str
+    definition: Definition
+    time_zone: str
+
+    @property
+    def late_table(self) -> str:
+        return late_table(self.name)
+
+    @property
+    def history_table(self) -> str:
+        return history_table(self.name)
+
+
+def late_table(name: str) -> str:
+    return f"{name}__late"
+
+
+def history_table(name: str) -> str:
+    database = name.rsplit(".", 1)[0] + "." if "." in name else ""
+    return f"{database}mv_refresh_history"
+
+
+def properties(spark: SparkSession, table: str) -> dict[str, str]:
+    return {row[0]: row[1] for row in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
+
+
+def load(spark: SparkSession, name: str) -> View | None:
+    """The materialized view called `name`, or None if there is none (no table, or a plain one)."""
+    if not spark.catalog.tableExists(name):
+        return None
+    raw = properties(spark, name).get(DEFINITION_PROPERTY)
+    if raw is None:
+        return None
+    stored = json.loads(raw)
+    time_zone = stored.pop("time_zone")
+    return View(name, Definition(**stored), time_zone)
+
+
+def require(spark: SparkSession, name: str) -> View:
+    view = load(spark, name)
+    if view is None:
+        raise errors.table_exists(name) if spark.catalog.tableExists(name) else errors.unknown_view(name)
+    return view
+
+
+def save(spark: SparkSession, view: View) -> None:
+    stored = json.dumps({**asdict(view.definition), "time_zone": view.time_zone}, sort_keys=True)
+    spark.sql(f"ALTER TABLE {view.name} SET TBLPROPERTIES ('{DEFINITION_PROPERTY}' = {sql_string(stored)})")
+
+
+def list_views(spark: SparkSession) -> list[str]:
+    """Names of the materialized views in the current database."""
+    names = []
+    for table in spark.catalog.listTables():
+        if table.isTemporary or table.tableType == "VIEW":
+            continue
+        name = f"{table.namespace[0]}.{table.name}" if table.namespace else table.name
+        if DEFINITION_PROPERTY in properties(spark, name):
+            names.append(table.name)
+    return sorted(names)

@@ -1,0 +1,160 @@
+"""Running statements: the materialized-view ones here, anything else through spark.sql.
+
+Example:
+    >>> mv.sql(spark, '''CREATE MATERIALIZED VIEW hourly
+    ...     AS SELECT window_start, window_end, count(*) AS bids
+    ...     FROM TUMBLE(TABLE(bids), DESCRIPTOR(bidtime), INTERVAL '1' HOUR)
+    ...     GROUP BY window_start, window_end''')
+    >>> mv.sql(spark, "REFRESH MATERIALIZED VIEW hourly").show()
+"""
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from pyspark.sql import DataFrame, SparkSession
+
+from mv import catalog, errors, refresh, statements
+from mv.catalog import View
+from mv.query import describe, sql_string
+from mv.state import read
+from mv.statements import Create, Describe, Drop, Explain, Refresh, Show, SparkSql
+
+
+def sql(spark: SparkSession, text: str) -> DataFrame:
+    """Run one statement and return its result as a DataFrame."""
+    statement = statements.parse(text)
+    match statement:
+        case SparkSql(text=plain):
+            return spark.sql(plain)
+        case Create():
+            return _rows(spark, [create(spark, statement)], "status STRING")
+        case Refresh(name=name, full=full):
+            outcome = refresh.refresh(spark, name, full=full)
+            return _rows(spark, [_outcome_row(outcome)], OUTCOME_SCHEMA)
+        case Drop(name=name, if_exists=if_exists):
+            return _rows(spark, [drop(spark, name, if_exists)], "status STRING")
+        case Show():
+            return _rows(spark, [(name,) for name in catalog.list_views(spark)], "name STRING")
+        case Describe(name=name, extended=extended):
+            return _rows(spark, describe_view(spark, name, extended), "property STRING, value STRING")
+        case Explain():
+            return _rows(spark, explain(spark, statement), "property STRING, value STRING")
+    raise AssertionError(statement)
+
+
+OUTCOME_SCHEMA = ("view STRING, technique STRING, reason STRING, refresh_id BIGINT, rows_read BIGINT, "
+                  "rows_inserted BIGINT, rows_updated BIGINT, rows_deleted BIGINT, late_rows BIGINT, "
+                  "duration_s DOUBLE")
+
+
+def _outcome_row(o: refresh.Outcome) -> tuple:
+    return (o.view, o.technique, o.reason, o.refresh_id, o.rows_read, o.rows_inserted, o.rows_updated,
+            o.rows_deleted, o.late_rows, o.duration_s)
+
+
+def _rows(spark: SparkSession, rows: list[tuple], schema: str) -> DataFrame:
+    return spark.createDataFrame(rows, schema)
+
+
+def _validate(spark: SparkSession, statement: Create) -> None:
+    """Everything that can be wrong with CREATE, checked before anything is changed."""
+    d = statement.definition
+    info = describe(spark, d.query)
+    for source in info.sources:
+        if source.get("provider") != "delta" and d.policy != "FULL":
+            raise errors.source_not_delta(d.name, source.get("table") or "a file source", source.get("provider"))
+    if d.emit == "WINDOW CLOSE" and not d.watermark_column:
+        raise errors.unsupported_combination("EMIT ON WINDOW CLOSE was given without a WATERMARK",
+                                             "Add WATERMARK FOR col AS col - INTERVAL ..., which says when windows close.")
+    if d.grace and not d.watermark_column:
+        raise errors.unsupported_combination("GRACE was given without a WATERMARK",
+                                             "Add WATERMARK FOR col AS col - INTERVAL ...; grace counts from it.")
+    if d.emit == "WINDOW CLOSE" and info.shape != "window":
+        raise errors.unsupported_combination("EMIT ON WINDOW CLOSE needs windows in the query's output",
+                                             "Group by window_start and window_end of a window function.")
+    if d.watermark_column:
+        time_columns = [w.time_column for w in info.windows]
+        if d.watermark_column.lower() not in [c.lower() for c in time_columns]:
+            raise errors.watermark_column(d.name, d.watermark_column, time_columns)
+    for interval in (d.watermark_delay, d.grace):
+        refresh.interval_micros(spark, interval)
+    if d.partitioned_by and d.cluster_by:
+        raise errors.unsupported_combination("PARTITIONED BY and CLUSTER BY were both given", "Use one of them.")
+    if d.policy == "INCREMENTAL STRICT":
+        blockers = info.reasons + refresh.incremental_blockers(spark, info)
+        if blockers:
+            raise errors.not_incremental(d.name, blockers)
+
+
+def create(spark: SparkSession, statement: Create) -> tuple:
+    d = statement.definition
+    existing = catalog.load(spark, d.name)
+    if existing is None and spark.catalog.tableExists(d.name):
+        raise errors.table_exists(d.name)
+    if existing is not None and statement.if_not_exists:
+        return (f"{d.name} already exists",)
+    if existing is not None and not statement.or_replace:
+        raise errors.view_exists(d.name)
+    _validate(spark, statement)
+    if existing is not None:
+        drop(spark, d.name, if_exists=True)
+    info = describe(spark, d.query)
+    for source in info.source_tables:
+        if catalog.properties(spark, source).get("delta.enableChangeDataFeed") != "true":
+            spark.sql(f"ALTER TABLE {source} SET TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+    layout = (f" PARTITIONED BY {d.partitioned_by}" if d.partitioned_by else "") + \
+             (f" CLUSTER BY {d.cluster_by}" if d.cluster_by else "") + \
+             (f" COMMENT {d.comment}" if d.comment else "")
+    extra = ", " + d.tblproperties.strip()[1:-1] if d.tblproperties else ""
+    spark.sql(f"CREATE TABLE {d.name} USING delta{layout} "
+              f"TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true'{extra}) "
+              f"AS SELECT * FROM ({d.query}) WHERE false")
+    catalog.save(spark, View(d.name, d, spark.conf.get("spark.sql.session.timeZone")))
+    outcome = refresh.refresh(spark, d.name)
+    return (f"created {d.name}: {outcome.rows_inserted} rows",)
+
+
+def drop(spark: SparkSession, name: str, if_exists: bool = False) -> tuple:
+    if catalog.load(spark, name) is None:
+        if if_exists:
+            return (f"{name} does not exist",)
+        raise errors.unknown_view(name)
+    spark.sql(f"DROP TABLE {name}")
+    spark.sql(f"DROP TABLE IF EXISTS {catalog.late_table(name)}")
+    return (f"dropped {name}",)
+
+
+def describe_view(spark: SparkSession, name: str, extended: bool) -> list[tuple]:
+    view = catalog.require(spark, name)
+    rows = [(k, str(v)) for k, v in asdict(view.definition).items() if v is not None]
+    rows.append(("time_zone", view.time_zone))
+    if extended:
+        state = read(spark, name)
+        if state is not None:
+            rows += [("last_refresh_id", str(state.refresh_id)), ("source_versions", str(state.sources)),
+                     ("watermark_micros", str(state.watermark))]
+            rows += [(f"last_refresh.{k}", str(v)) for k, v in state.metrics.items()]
+    return rows
+
+
+def explain(spark: SparkSession, statement: Explain) -> list[tuple]:
+    """How the view is (or would be) refreshed, and why."""
+    if statement.create is not None:
+        _validate(spark, statement.create)
+        d = statement.create.definition
+        view, previous = View(d.name, d, spark.conf.get("spark.sql.session.timeZone")), "after the first refresh"
+    else:
+        view, previous = catalog.require(spark, statement.name), None
+    info = describe(spark, view.definition.query)
+    state = read(spark, view.name) if previous is None else _pretend_state(info)
+    chosen = refresh.plan(spark, view, info, state)
+    return [("technique", chosen.technique), ("reason", chosen.reason), ("shape", info.shape),
+            ("sources", ", ".join(info.source_tables)), ("row_key", ", ".join(info.group_by or []))]
+
+
+def _pretend_state(info):
+    from mv.state import RefreshState
+    return RefreshState(1, {s: 0 for s in info.source_tables})
+
+
+__all__ = ["sql", "create", "drop", "describe_view", "explain", "sql_string"]

@@ -1,0 +1,77 @@
+"""What a view's query means, as Spark's analysed plan says (the extension's mv_describe).
+
+Example:
+    >>> info = describe(spark, "SELECT item, window_start, window_end, count(*) AS n "
+    ...                        "FROM TUMBLE(TABLE(bids), DESCRIPTOR(bidtime), INTERVAL '1' HOUR) "
+    ...                        "GROUP BY item, window_start, window_end")
+    >>> info.shape, info.group_by, info.window_start
+    ('window', ['item', 'window_start', 'window_end'], 'window_start')
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+
+
+@dataclass(frozen=True)
+class Window:
+    """One window function of the query: kind, durations in microseconds, time column, sources."""
+    kind: str
+    size: int
+    step: int
+    offset: int
+    time_zone: str | None
+    time_column: str
+    partition_by: list[str]
+    sources: list[str]
+
+    def call(self, table: str) -> str:
+        """This window function applied to `table`, as SQL."""
+        def interval(micros: int) -> str:
+            return f"make_dt_interval(0, 0, 0, {micros // 1_000_000}.{micros % 1_000_000:06d})"
+        data = f"TABLE({table})"
+        if self.kind == "SESSION":
+            keys = f" PARTITION BY ({', '.join(self.partition_by)})" if self.partition_by else ""
+            return f"SESSION({data}{keys}, DESCRIPTOR(`{self.time_column}`), {interval(self.size)})"
+        args = {"TUMBLE": [self.size], "HOP": [self.step, self.size], "CUMULATE": [self.step, self.size]}
+        sizes = ", ".join(interval(m) for m in args[self.kind] + [self.offset])
+        return f"{self.kind}({data}, DESCRIPTOR(`{self.time_column}`), {sizes})"
+
+
+@dataclass(frozen=True)
+class QueryInfo:
+    shape: str
+    sources: list[dict]
+    windows: list[Window]
+    output: list[dict]
+    group_by: list[str] | None
+    reasons: list[str]
+
+    def column_with_role(self, role: str) -> str | None:
+        return next((c["name"] for c in self.output if c["window_role"] == role), None)
+
+    @property
+    def window_start(self) -> str | None:
+        return self.column_with_role("window_start")
+
+    @property
+    def window_end(self) -> str | None:
+        return self.column_with_role("window_end")
+
+    @property
+    def source_tables(self) -> list[str]:
+        return [s["table"] for s in self.sources if s.get("table")]
+
+
+def sql_string(text: str) -> str:
+    """`text` as a SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def describe(spark: SparkSession, query: str) -> QueryInfo:
+    """Analyse `query` in Spark and describe it; raises Spark's AnalysisException if it does not analyse."""
+    raw = json.loads(spark.sql(f"SELECT description FROM mv_describe({sql_string(query)})").first()[0])
+    windows = [Window(**{k: w[k] for k in Window.__dataclass_fields__}) for w in raw["windows"]]
+    return QueryInfo(raw["shape"], raw["sources"], windows, raw["output"], raw["group_by"], raw["reasons"])

@@ -1,0 +1,463 @@
+"""Refreshing a materialized view: from its sources' change feeds when it can, in full when it must.
+
+The path of an incremental refresh (DESIGN.md, "The path of a refresh"):
+    changes since the versions last processed (Delta Change Data Feed, signed +1 / -1)
+      -> affected windows (the view's own window function applied to the changes) or groups
+      -> watermark and emit policy: which windows are closed, which changes are too late
+      -> those windows or groups recomputed from the sources, restricted to their time ranges
+         (Delta skips the other files), compared with the view's rows
+      -> one MERGE into the view carrying the new state; late rows to <view>__late
+      -> a refresh history row
+Results are recomputed rather than patched, so applying the same change twice gives the same
+view: a rerun after a crash or a concurrent refresh cannot double-count.
+
+Example:
+    >>> refresh.refresh(spark, "hourly_totals")
+    Outcome(view='hourly_totals', technique='incremental', reason='CHANGES_ONLY', ...)
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+import uuid
+from dataclasses import dataclass, field, replace
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from mv import catalog, errors, watermark
+from mv.catalog import View
+from mv.query import QueryInfo, describe
+from mv.state import RefreshState, committing, read
+
+MAX_RANGES = 64
+
+
+@dataclass(frozen=True)
+class Plan:
+    technique: str
+    reason: str
+
+
+@dataclass
+class Outcome:
+    """What one refresh did; also the refresh history row."""
+    view: str
+    technique: str
+    reason: str
+    refresh_id: int = 0
+    source_versions: dict = field(default_factory=dict)
+    rows_read: int = 0
+    rows_inserted: int = 0
+    rows_updated: int = 0
+    rows_deleted: int = 0
+    late_rows: int = 0
+    watermark: int | None = None
+    started_at: float = 0.0
+    duration_s: float = 0.0
+
+
+def quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def micros_sql(expr: str, data_type: str) -> str:
+    """A TIMESTAMP or TIMESTAMP_NTZ expression as microseconds since the epoch."""
+    if data_type == "timestamp_ntz":
+        return f"timestampdiff(MICROSECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', {expr})"
+    return f"unix_micros({expr})"
+
+
+def time_sql(micros: int, data_type: str) -> str:
+    """A constant of the time column's type, `micros` after the epoch (foldable, so it prunes scans)."""
+    if data_type == "timestamp_ntz":
+        return f"timestampadd(MICROSECOND, {micros}, TIMESTAMP_NTZ'1970-01-01 00:00:00')"
+    return f"timestamp_micros({micros})"
+
+
+def interval_micros(spark: SparkSession, text: str | None) -> int:
+    """An interval literal of a statement (INTERVAL '5' MINUTES) in microseconds; 0 for None."""
+    if text is None:
+        return 0
+    try:
+        value = spark.sql(f"SELECT {text}").first()[0]
+    except AnalysisException as e:
+        raise errors.interval(text, str(e).splitlines()[0]) from None
+    if not hasattr(value, "total_seconds") or value.total_seconds() < 0:
+        raise errors.interval(text, "it is not a non-negative day-time interval")
+    return round(value.total_seconds() * 1_000_000)
+
+
+def source_version(spark: SparkSession, table: str) -> int:
+    return spark.sql(f"DESCRIBE HISTORY {table} LIMIT 1").first()["version"]
+
+
+def plan(spark: SparkSession, view: View, info: QueryInfo, previous: RefreshState | None,
+         full: bool = False) -> Plan:
+    """Incremental or full, and why (reason codes, as EXPLAIN and the history show them)."""
+    policy = view.definition.policy
+    if full:
+        return Plan("full", "REQUESTED_FULL")
+    if policy == "FULL":
+        return Plan("full", "POLICY_FULL")
+    if previous is None:
+        return Plan("full", "FIRST_REFRESH")
+    blockers = list(info.reasons) + incremental_blockers(spark, info)
+    if blockers:
+        if policy == "INCREMENTAL STRICT":
+            raise errors.not_incremental(view.name, blockers)
+        return Plan("full", ",".join(dict.fromkeys(blockers)))
+    return Plan("incremental", "CHANGES_ONLY")
+
+
+def incremental_blockers(spark: SparkSession, info: QueryInfo) -> list[str]:
+    """Reason codes for what this engine cannot yet keep incrementally in `info`'s query."""
+    blockers = []
+    if any(s.get("provider") != "delta" for s in info.sources):
+        blockers.append("SOURCE_NOT_DELTA")
+    if len(info.source_tables) != 1:
+        blockers.append("NOT_ONE_SOURCE")
+    if info.group_by is None:
+        blockers.append("NO_ROW_KEY")
+    if blockers or info.shape == "other":
+        return blockers
+    columns = {c.lower() for c in spark.table(info.source_tables[0]).columns}
+    if info.shape == "window":
+        if len(info.windows) != 1:
+            blockers.append("SEVERAL_WINDOW_FUNCTIONS")
+        elif info.windows[0].kind == "SESSION":
+            blockers.append("SESSION_WINDOWS")
+        elif info.windows[0].time_column.lower() not in columns:
+            blockers.append("TIME_COLUMN_NOT_A_SOURCE_COLUMN")
+    elif not all(k.lower() in columns for k in info.group_by):
+        blockers.append("GROUP_KEYS_NOT_SOURCE_COLUMNS")
+    return blockers
+
+
+@dataclass
+class _Run:
+    """One refresh in progress: the view, what its query means, where it starts and ends."""
+    spark: SparkSession
+    view: View
+    info: QueryInfo
+    previous: RefreshState | None
+    targets: dict[str, int]
+    outcome: Outcome
+    temp: str = field(default_factory=lambda: "__mv_" + uuid.uuid4().hex[:12])
+    pending_merge: str | None = None
+    pending_overwrite: DataFrame | None = None
+
+    @property
+    def columns(self) -> list[str]:
+        return [c["name"] for c in self.info.output]
+
+    @property
+    def time_type(self) -> str:
+        return next(c["type"] for c in self.info.output if c["window_role"] == "window_start")
+
+    def temp_view(self, df: DataFrame, suffix: str) -> str:
+        name = f"{self.temp}_{suffix}"
+        df.createOrReplaceTempView(name)
+        return name
+
+
+def refresh(spark: SparkSession, name: str, full: bool = False, _upstream_done: set | None = None) -> Outcome:
+    """Refresh the view `name`: its stale upstream views first, then itself (incrementally if it can)."""
+    view = catalog.require(spark, name)
+    done = _upstream_done if _upstream_done is not None else set()
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", view.time_zone)
+    try:
+        info = _describe(spark, view)
+        for source in info.source_tables:
+            if source not in done and catalog.load(spark, source) is not None:
+                done.add(source)
+                refresh(spark, source, _upstream_done=done)
+        return _refresh(spark, view, info, full)
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+
+
+def _describe(spark: SparkSession, view: View) -> QueryInfo:
+    try:
+        return describe(spark, view.definition.query)
+    except AnalysisException as e:
+        raise errors.query_broken(view.name, str(e).splitlines()[0]) from None
+
+
+def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Outcome:
+    started = time.time()
+    previous = read(spark, view.name)
+    _record_history(spark, view, previous)  # a refresh that died after its commit left no history row
+    chosen = plan(spark, view, info, previous, full)
+    refresh_id = (previous.refresh_id if previous else 0) + 1
+    targets = _pinned_targets(spark, view, refresh_id) or {s: source_version(spark, s) for s in info.source_tables}
+    outcome = Outcome(view.name, chosen.technique, chosen.reason, refresh_id, targets, started_at=started)
+    run = _Run(spark, view, info, previous, targets, outcome)
+    if chosen.technique == "incremental":
+        try:
+            new_state = _incremental(run)
+        except _ChangeFeedGone as gone:
+            if view.definition.policy != "AUTO":
+                raise errors.change_feed_gone(view.name, gone.source, gone.version) from None
+            outcome.technique, outcome.reason = "full", "CHANGE_FEED_UNAVAILABLE"
+            new_state = _full(run)
+    else:
+        new_state = _full(run)
+    outcome.watermark = new_state.watermark
+    outcome.duration_s = round(time.time() - started, 3)
+    new_state = replace(new_state, metrics=_metrics(outcome))
+    _commit(run, new_state)
+    _record_history(spark, view, new_state)
+    outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = _written(spark, view, refresh_id)
+    return outcome
+
+
+def _metrics(outcome: Outcome) -> dict:
+    keys = ("technique", "reason", "rows_read", "late_rows", "started_at", "duration_s")
+    return {k: getattr(outcome, k) for k in keys}
+
+
+def _commit(run: _Run, new_state: RefreshState) -> None:
+    """Write the view's rows and its new state in one Delta commit (a state-only commit if no row changed)."""
+    spark, name = run.spark, run.view.name
+    latest = read(spark, name)
+    if (latest.refresh_id if latest else 0) != (run.previous.refresh_id if run.previous else 0):
+        raise errors.concurrent_refresh(name)
+    before = source_version(spark, name)
+    with committing(spark, new_state):
+        if run.pending_merge:
+            spark.sql(run.pending_merge)
+        elif run.pending_overwrite is not None:
+            run.pending_overwrite.write.insertInto(name, overwrite=True)
+        if source_version(spark, name) == before:
+            spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('mv.refresh_id' = '{new_state.refresh_id}')")
+
+
+def _state_commit(spark: SparkSession, view: View, refresh_id: int):
+    """The DESCRIBE HISTORY row of the commit that carries refresh `refresh_id`'s state."""
+    marker = f'"refresh_id": {refresh_id},'
+    for row in spark.sql(f"DESCRIBE HISTORY {view.name}").collect():
+        if row.userMetadata and marker in row.userMetadata:
+            return row
+    return None
+
+
+def _written(spark: SparkSession, view: View, refresh_id: int) -> tuple[int, int, int]:
+    commit = _state_commit(spark, view, refresh_id)
+    metrics = (commit.operationMetrics or {}) if commit else {}
+    return tuple(int(metrics.get(k, 0)) for k in
+                 ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted"))
+
+
+HISTORY_SCHEMA = ("view STRING, refresh_id BIGINT, started_at TIMESTAMP, duration_s DOUBLE, technique STRING, "
+                  "reason STRING, source_versions STRING, rows_read BIGINT, rows_inserted BIGINT, "
+                  "rows_updated BIGINT, rows_deleted BIGINT, late_rows BIGINT, watermark_micros BIGINT")
+
+
+def _record_history(spark: SparkSession, view: View, state: RefreshState | None) -> None:
+    """Append the history row of the refresh that committed `state`; Delta skips it if already there."""
+    if state is None or not state.metrics:
+        return
+    m = state.metrics
+    inserted, updated, deleted = _written(spark, view, state.refresh_id)
+    row = (view.name, state.refresh_id, _utc(m["started_at"]), float(m["duration_s"]), m["technique"],
+           m["reason"], json.dumps(state.sources, sort_keys=True), m["rows_read"], inserted, updated, deleted,
+           m["late_rows"], state.watermark)
+    (spark.createDataFrame([row], HISTORY_SCHEMA).write.format("delta").mode("append")
+     .option("txnAppId", f"mv-history:{view.name}").option("txnVersion", state.refresh_id)
+     .saveAsTable(view.history_table))
+
+
+def _utc(epoch_seconds: float) -> dt.datetime:
+    return dt.datetime.fromtimestamp(epoch_seconds, dt.timezone.utc)
+
+
+def _write_late_rows(run: _Run, windowed: str, condition: str) -> None:
+    """Changes whose window is final go to <view>__late, once per refresh (idempotent by refresh id)."""
+    late = (run.spark.sql(f"SELECT * EXCEPT (__ws, __we, __t) FROM {windowed} WHERE {condition}")
+            .withColumnRenamed("__sign", "_change_sign")
+            .withColumn("refresh_id", F.lit(run.outcome.refresh_id))
+            .withColumn("target_versions", F.lit(json.dumps(run.targets, sort_keys=True)))
+            .withColumn("detected_at", F.current_timestamp()))
+    count = late.count()
+    run.outcome.late_rows = count
+    if count:
+        (late.write.format("delta").mode("append").option("mergeSchema", "true")
+         .option("txnAppId", f"mv-late:{run.view.name}").option("txnVersion", run.outcome.refresh_id)
+         .saveAsTable(run.view.late_table))
+
+
+class _ChangeFeedGone(Exception):
+    def __init__(self, source: str, version: int):
+        super().__init__(source)
+        self.source, self.version = source, version
+
+
+def _pinned_targets(spark: SparkSession, view: View, refresh_id: int) -> dict[str, int] | None:
+    """Source versions an earlier, interrupted attempt at this refresh wrote late rows for."""
+    if not spark.catalog.tableExists(view.late_table):
+        return None
+    row = spark.table(view.late_table).where(F.col("refresh_id") == refresh_id).select("target_versions").first()
+    return json.loads(row[0]) if row else None
+
+
+def _changes(run: _Run) -> DataFrame:
+    """Every source's changes since the version last processed, signed: +1 insert/postimage, -1 delete/preimage."""
+    frames = []
+    for source, target in run.targets.items():
+        start = run.previous.sources.get(source, -1) + 1
+        if start > target:
+            continue
+        try:
+            frame = (run.spark.read.format("delta").option("readChangeFeed", "true")
+                     .option("startingVersion", start).option("endingVersion", target).table(source))
+            frame.schema  # noqa: B018 - resolve now, so a missing change feed is reported here
+        except AnalysisException:
+            raise _ChangeFeedGone(source, start) from None
+        frames.append(frame.withColumn("__sign", F.when(
+            F.col("_change_type").isin("insert", "update_postimage"), 1).otherwise(-1)))
+    if not frames:
+        return None
+    changes = frames[0]
+    for frame in frames[1:]:
+        changes = changes.unionByName(frame, allowMissingColumns=True)
+    return changes.cache()
+
+
+def _incremental(run: _Run) -> RefreshState:
+    changes = _changes(run)
+    previous = run.previous
+    if changes is None:
+        return replace(previous, refresh_id=run.outcome.refresh_id, sources=dict(run.targets))
+    run.outcome.rows_read = changes.count()
+    if run.info.shape == "aggregate":
+        _refresh_groups(run, run.temp_view(changes, "changes"))
+        state = replace(previous, refresh_id=run.outcome.refresh_id, sources=dict(run.targets))
+    else:
+        state = _refresh_windows(run, run.temp_view(changes, "changes"))
+    changes.unpersist()
+    return state
+
+
+def _refresh_windows(run: _Run, changes: str) -> RefreshState:
+    spark, d, w = run.spark, run.view.definition, run.info.windows[0]
+    ws, we = run.info.window_start, run.info.window_end
+    t = run.time_type
+    windowed = run.temp_view(spark.sql(
+        f"SELECT *, {micros_sql('window_start', t)} AS __ws, {micros_sql('window_end', t)} AS __we, "
+        f"{micros_sql(quote(w.time_column), t)} AS __t FROM {w.call(changes)}"), "windowed")
+    old_wm, grace = run.previous.watermark, interval_micros(spark, d.grace)
+    new_max = spark.sql(f"SELECT max(__t) FROM {windowed} WHERE __sign = 1").first()[0]
+    max_event = max(filter(None, [run.previous.max_event_time, new_max]), default=None)
+    new_wm = (watermark.advance(old_wm, max_event, interval_micros(spark, d.watermark_delay))
+              if d.watermark_column else None)
+    if old_wm is not None:
+        _write_late_rows(run, windowed, f"__we + {grace} <= {old_wm}")
+    affected = [(s, e) for s, e in spark.sql(f"SELECT DISTINCT __ws, __we FROM {windowed}").collect()
+                if not watermark.is_final(e, old_wm, grace)]
+    newly_closed = None
+    if d.emit == "WINDOW CLOSE":
+        affected = [(s, e) for s, e in affected if watermark.is_closed(e, new_wm)]
+        if new_wm is not None and new_wm != old_wm:
+            newly_closed = (old_wm + 1 if old_wm is not None else None, new_wm + 1)
+    if affected or newly_closed:
+        _merge_windows(run, affected, newly_closed, ws, we, t)
+    return RefreshState(run.outcome.refresh_id, dict(run.targets), max_event, new_wm)
+
+
+def _ranges(windows: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Windows merged into at most MAX_RANGES time ranges, joining the closest ones first."""
+    ranges: list[list[int]] = []
+    for start, end in sorted(windows):
+        if ranges and start <= ranges[-1][1]:
+            ranges[-1][1] = max(ranges[-1][1], end)
+        else:
+            ranges.append([start, end])
+    while len(ranges) > MAX_RANGES:
+        i = min(range(len(ranges) - 1), key=lambda k: ranges[k + 1][0] - ranges[k][1])
+        ranges[i:i + 2] = [[ranges[i][0], ranges[i + 1][1]]]
+    return [(a, b) for a, b in ranges]
+
+
+def _merge_windows(run: _Run, affected, newly_closed, ws: str, we: str, t: str) -> None:
+    """Recompute the affected windows (and, for EMIT ON WINDOW CLOSE, those that just closed) and merge."""
+    spark = run.spark
+    start, end = quote(ws), quote(we)
+    parts = [f"({start} >= {time_sql(a, t)} AND {end} <= {time_sql(b, t)})" for a, b in _ranges(affected)]
+    spark.createDataFrame(affected or [(0, 0)], "s BIGINT, e BIGINT").createOrReplaceTempView(f"{run.temp}_ids")
+    spark.sql(f"SELECT {time_sql('s', t)} AS s, {time_sql('e', t)} AS e FROM {run.temp}_ids") \
+        .createOrReplaceTempView(f"{run.temp}_affected")
+    exact = f"({start}, {end}) IN (SELECT s, e FROM {run.temp}_affected)"
+    keep = f"(({' OR '.join(parts)}) AND {exact})" if parts else "false"
+    if newly_closed:
+        low, high = newly_closed
+        closing = f"{end} <= {time_sql(high, t)}" + (f" AND {end} > {time_sql(low, t)}" if low is not None else "")
+        keep = f"({keep} OR ({closing}))"
+    if run.view.definition.emit == "WINDOW CLOSE":
+        bound = newly_closed[1] if newly_closed else _closed_bound(run) + 1
+        keep = f"({keep}) AND {end} <= {time_sql(bound, t)}"
+    recomputed = spark.sql(f"SELECT * FROM ({run.view.definition.query}) WHERE {keep}")
+    current = spark.sql(f"SELECT * FROM {run.view.name} WHERE {keep}")
+    _merge(run, recomputed, current)
+
+
+def _closed_bound(run: _Run) -> int:
+    return run.previous.watermark if run.previous.watermark is not None else -(2 ** 62)
+
+
+def _refresh_groups(run: _Run, changes: str) -> None:
+    """GROUP BY without windows: recompute the groups whose keys changed."""
+    keys = ", ".join(quote(k) for k in run.info.group_by)
+    run.spark.sql(f"SELECT DISTINCT {keys} FROM {changes}").createOrReplaceTempView(f"{run.temp}_keys")
+    on = " AND ".join(f"v.{quote(k)} <=> k.{quote(k)}" for k in run.info.group_by)
+    affected = f"EXISTS (SELECT 1 FROM {run.temp}_keys k WHERE {on})"
+    recomputed = run.spark.sql(f"SELECT * FROM ({run.view.definition.query}) v WHERE {affected}")
+    current = run.spark.sql(f"SELECT * FROM {run.view.name} v WHERE {affected}")
+    _merge(run, recomputed, current)
+
+
+def _merge(run: _Run, recomputed: DataFrame, current: DataFrame, delete_missing: bool = False) -> None:
+    """One MERGE: recomputed rows upserted, current rows whose key vanished deleted."""
+    key = run.info.group_by
+    gone = current.join(recomputed.select(*key), [current[k].eqNullSafe(recomputed[k]) for k in key], "left_anti")
+    source = (recomputed.withColumn("__op", F.lit("upsert"))
+              .unionByName(gone.select(*run.columns).withColumn("__op", F.lit("delete"))))
+    name = run.temp_view(source, "merge")
+    cols = [quote(c) for c in run.columns]
+    on = " AND ".join(f"t.{quote(k)} <=> s.{quote(k)}" for k in key)
+    same = " AND ".join(f"t.{c} <=> s.{c}" for c in cols)
+    merge = (f"MERGE INTO {run.view.name} t USING {name} s ON {on} "
+             "WHEN MATCHED AND s.__op = 'delete' THEN DELETE "
+             f"WHEN MATCHED AND s.__op = 'upsert' AND NOT ({same}) THEN UPDATE SET "
+             + ", ".join(f"{c} = s.{c}" for c in cols)
+             + f" WHEN NOT MATCHED AND s.__op = 'upsert' THEN INSERT ({', '.join(cols)}) "
+             f"VALUES ({', '.join('s.' + c for c in cols)})"
+             + (" WHEN NOT MATCHED BY SOURCE THEN DELETE" if delete_missing else ""))
+    run.pending_merge = merge
+
+
+def _full(run: _Run) -> RefreshState:
+    """Recompute everything; the view keeps its rows' identity (MERGE), so its change feed stays exact."""
+    spark, d = run.spark, run.view.definition
+    max_event = new_wm = None
+    query = f"SELECT * FROM ({d.query})"
+    if run.info.windows and run.info.window_start and len(run.info.source_tables) == 1:
+        w, t = run.info.windows[0], run.time_type
+        if w.time_column in spark.table(run.info.source_tables[0]).columns:
+            max_event = spark.sql(f"SELECT max({micros_sql(quote(w.time_column), t)}) "
+                                  f"FROM {run.info.source_tables[0]}").first()[0]
+        if d.watermark_column:
+            new_wm = watermark.advance(None, max_event, interval_micros(spark, d.watermark_delay))
+        if d.emit == "WINDOW CLOSE":
+            bound = new_wm + 1 if new_wm is not None else -(2 ** 62)
+            query += f" WHERE {quote(run.info.window_end)} <= {time_sql(bound, t)}"
+    recomputed = spark.sql(query)
+    if run.info.group_by is not None:
+        _merge(run, recomputed, spark.table(run.view.name).limit(0), delete_missing=True)
+    else:
+        run.pending_merge = None
+        run.pending_overwrite = recomputed
+    return RefreshState(run.outcome.refresh_id, dict(run.targets), max_event, new_wm)

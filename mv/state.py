@@ -1,0 +1,53 @@
+"""How far a view has been refreshed, committed in the same Delta commit as the data it describes.
+
+The state travels in the commit's userMetadata (the MERGE that writes the view's rows), so a
+refresh that dies before its commit leaves the previous state in force and a rerun repeats it,
+and one that dies after leaves the new state: neither skips nor repeats a change.
+
+Example:
+    >>> state.read(spark, "hourly_totals").sources
+    {'spark_catalog.default.bids': 7}
+"""
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+
+from pyspark.sql import SparkSession
+
+STATE_KEY = "mv_state"
+USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+@dataclass(frozen=True)
+class RefreshState:
+    """What refresh `refresh_id` processed: source versions, event times, and what it did."""
+    refresh_id: int
+    sources: dict[str, int]
+    max_event_time: int | None = None
+    watermark: int | None = None
+    metrics: dict = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps({STATE_KEY: asdict(self)}, sort_keys=True)
+
+
+def read(spark: SparkSession, view: str) -> RefreshState | None:
+    """The state of the view's latest refresh commit, or None before its first refresh."""
+    for limit in (20, None):
+        history = spark.sql(f"DESCRIBE HISTORY {view}" + (f" LIMIT {limit}" if limit else ""))
+        for row in history.select("version", "userMetadata").orderBy("version", ascending=False).collect():
+            if row.userMetadata and STATE_KEY in row.userMetadata:
+                return RefreshState(**json.loads(row.userMetadata)[STATE_KEY])
+    return None
+
+
+@contextmanager
+def committing(spark: SparkSession, state: RefreshState):
+    """Delta commits made inside carry `state` as their userMetadata."""
+    spark.conf.set(USER_METADATA, state.to_json())
+    try:
+        yield
+    finally:
+        spark.conf.unset(USER_METADATA)
