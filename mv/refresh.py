@@ -164,20 +164,29 @@ class _Run:
 
 
 def refresh(spark: SparkSession, name: str, full: bool = False, _upstream_done: set | None = None) -> Outcome:
-    """Refresh the view `name`: its stale upstream views first, then itself (incrementally if it can)."""
+    """Refresh the view `name`: its stale upstream views first, then itself (incrementally if it can).
+
+    It runs in a session of its own (same catalog, own settings and temporary views), so its time
+    zone and commit metadata never leak into the caller's session or into a concurrent refresh.
+    """
     view = catalog.require(spark, name)
     done = _upstream_done if _upstream_done is not None else set()
-    zone = spark.conf.get("spark.sql.session.timeZone")
-    spark.conf.set("spark.sql.session.timeZone", view.time_zone)
-    try:
-        info = _describe(spark, view)
-        for source in info.source_tables:
-            if source not in done and catalog.load(spark, source) is not None:
-                done.add(source)
-                refresh(spark, source, _upstream_done=done)
-        return _refresh(spark, view, info, full)
-    finally:
-        spark.conf.set("spark.sql.session.timeZone", zone)
+    work = _own_session(spark, view)
+    info = _describe(work, view)
+    for source in info.source_tables:
+        if source not in done and catalog.load(work, source) is not None:
+            done.add(source)
+            refresh(spark, source, _upstream_done=done)
+    return _refresh(work, view, info, full)
+
+
+def _own_session(spark: SparkSession, view: View) -> SparkSession:
+    work = spark.newSession()
+    for key, value in spark.conf.getAll.items():
+        if key.startswith("spark.sql.") and work.conf.isModifiable(key):
+            work.conf.set(key, value)
+    work.conf.set("spark.sql.session.timeZone", view.time_zone)
+    return work
 
 
 def _describe(spark: SparkSession, view: View) -> QueryInfo:
