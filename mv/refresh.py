@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import signal
 import time
 import uuid
 from dataclasses import dataclass, field, replace
@@ -33,6 +35,9 @@ from mv.query import QueryInfo, describe
 from mv.state import RefreshState, committing, read
 
 MAX_RANGES = 64
+# How Delta says the change feed of a version range can no longer be read (not recorded, vacuumed, expired).
+CHANGE_FEED_GONE = ("DELTA_MISSING_CHANGE_DATA", "DELTA_CHANGE_DATA_FILE_NOT_FOUND",
+                    "DELTA_VERSIONS_NOT_CONTIGUOUS", "DELTA_FILE_NOT_FOUND", "VersionNotFound")
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,15 @@ class Outcome:
     watermark: int | None = None
     started_at: float = 0.0
     duration_s: float = 0.0
+
+
+KILL_POINTS = ("changes_read", "late_rows_written", "committed", "history_written")
+
+
+def checkpoint(step: str) -> None:
+    """Crash-safety tests set MV_KILL_AT to one of KILL_POINTS: the process dies there as by kill -9."""
+    if os.environ.get("MV_KILL_AT") == step:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def quote(name: str) -> str:
@@ -219,7 +233,9 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
     outcome.duration_s = round(time.time() - started, 3)
     new_state = replace(new_state, metrics=_metrics(outcome))
     _commit(run, new_state)
+    checkpoint("committed")
     _record_history(spark, view, new_state)
+    checkpoint("history_written")
     outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = _written(spark, view, refresh_id)
     return outcome
 
@@ -236,13 +252,18 @@ def _commit(run: _Run, new_state: RefreshState) -> None:
     if (latest.refresh_id if latest else 0) != (run.previous.refresh_id if run.previous else 0):
         raise errors.concurrent_refresh(name)
     before = source_version(spark, name)
-    with committing(spark, new_state):
-        if run.pending_merge:
-            spark.sql(run.pending_merge)
-        elif run.pending_overwrite is not None:
-            run.pending_overwrite.write.insertInto(name, overwrite=True)
-        if source_version(spark, name) == before:
-            spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('mv.refresh_id' = '{new_state.refresh_id}')")
+    try:
+        with committing(spark, new_state):
+            if run.pending_merge:
+                spark.sql(run.pending_merge)
+            elif run.pending_overwrite is not None:
+                run.pending_overwrite.write.insertInto(name, overwrite=True)
+            if source_version(spark, name) == before:
+                spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('mv.refresh_id' = '{new_state.refresh_id}')")
+    except Exception as e:  # Delta's optimistic concurrency: another commit touched what this one read
+        if "Concurrent" in type(e).__name__ or "DELTA_CONCURRENT" in str(e):
+            raise errors.concurrent_refresh(name) from None
+        raise
 
 
 def _state_commit(spark: SparkSession, view: View, refresh_id: int):
@@ -320,12 +341,8 @@ def _changes(run: _Run) -> DataFrame:
         start = run.previous.sources.get(source, -1) + 1
         if start > target:
             continue
-        try:
-            frame = (run.spark.read.format("delta").option("readChangeFeed", "true")
-                     .option("startingVersion", start).option("endingVersion", target).table(source))
-            frame.schema  # noqa: B018 - resolve now, so a missing change feed is reported here
-        except AnalysisException:
-            raise _ChangeFeedGone(source, start) from None
+        frame = (run.spark.read.format("delta").option("readChangeFeed", "true")
+                 .option("startingVersion", start).option("endingVersion", target).table(source))
         frames.append(frame.withColumn("__sign", F.when(
             F.col("_change_type").isin("insert", "update_postimage"), 1).otherwise(-1)))
     if not frames:
@@ -337,11 +354,18 @@ def _changes(run: _Run) -> DataFrame:
 
 
 def _incremental(run: _Run) -> RefreshState:
-    changes = _changes(run)
     previous = run.previous
-    if changes is None:
-        return replace(previous, refresh_id=run.outcome.refresh_id, sources=dict(run.targets))
-    run.outcome.rows_read = changes.count()
+    try:
+        changes = _changes(run)
+        if changes is None:
+            return replace(previous, refresh_id=run.outcome.refresh_id, sources=dict(run.targets))
+        run.outcome.rows_read = changes.count()
+    except Exception as e:  # noqa: BLE001 - Delta reports a lost change feed in several ways
+        if not any(marker in str(e) for marker in CHANGE_FEED_GONE):
+            raise
+        source = next(s for s, v in run.targets.items() if previous.sources.get(s, -1) < v)
+        raise _ChangeFeedGone(source, previous.sources.get(source, -1) + 1) from None
+    checkpoint("changes_read")
     if run.info.shape == "aggregate":
         _refresh_groups(run, run.temp_view(changes, "changes"))
         state = replace(previous, refresh_id=run.outcome.refresh_id, sources=dict(run.targets))
@@ -365,6 +389,7 @@ def _refresh_windows(run: _Run, changes: str) -> RefreshState:
               if d.watermark_column else None)
     if old_wm is not None:
         _write_late_rows(run, windowed, f"__we + {grace} <= {old_wm}")
+    checkpoint("late_rows_written")
     affected = [(s, e) for s, e in spark.sql(f"SELECT DISTINCT __ws, __we FROM {windowed}").collect()
                 if not watermark.is_final(e, old_wm, grace)]
     newly_closed = None

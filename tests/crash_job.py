@@ -1,0 +1,64 @@
+"""Steps of the crash-safety test, one per process (test_mv_exactly_once drives it).
+
+    python crash_job.py setup          source + two identical views (killed, clean) + first batch
+    python crash_job.py refresh        refresh the view `killed` (MV_KILL_AT may kill it midway)
+    python crash_job.py resume N       refresh `killed` and `clean`, print their comparison, apply batch N
+"""
+import json
+import sys
+
+import mv
+
+VIEW = """CREATE MATERIALIZED VIEW {name}
+    WATERMARK FOR ts AS ts - INTERVAL '10' MINUTES EMIT ON WINDOW CLOSE
+    AS SELECT item, window_start, window_end, count(*) AS n, sum(price) AS total
+    FROM TUMBLE(TABLE(crash_bids), DESCRIPTOR(ts), INTERVAL '10' MINUTES)
+    GROUP BY item, window_start, window_end"""
+
+
+def batch(spark, n: int) -> None:
+    """New rows an hour later each batch, one row far too late, an update and a delete."""
+    spark.sql(f"""INSERT INTO crash_bids VALUES
+        ('A', {n}, TIMESTAMP'2024-01-01 00:01:00' + INTERVAL {n} HOURS),
+        ('B', {n}, TIMESTAMP'2024-01-01 00:15:00' + INTERVAL {n} HOURS),
+        ('C', {n}, TIMESTAMP'2024-01-01 00:40:00' + INTERVAL {n} HOURS),
+        ('L', {n}, TIMESTAMP'2024-01-01 00:01:00')""")
+    spark.sql(f"UPDATE crash_bids SET price = price + 100 WHERE item = 'A' AND price = {n - 1}")
+    spark.sql(f"DELETE FROM crash_bids WHERE item = 'B' AND price = {n - 1}")
+
+
+def compare(spark) -> dict:
+    def rows(query):
+        return sorted(json.dumps(list(r), default=str) for r in spark.sql(query).collect())
+    late = "SELECT item, price, ts, window_start, _change_type, refresh_id FROM {}__late"
+    history = "SELECT refresh_id, count(*) FROM mv_refresh_history WHERE view = '{}' GROUP BY refresh_id"
+    return {
+        "views_equal": rows("SELECT * FROM killed") == rows("SELECT * FROM clean"),
+        "late_equal": rows(late.format("killed")) == rows(late.format("clean")),
+        "late_rows": len(rows(late.format("killed"))),
+        "history": rows(history.format("killed")),
+        "view_rows": len(rows("SELECT * FROM killed")),
+    }
+
+
+def main(step: str, arg: str | None = None) -> None:
+    spark = mv.session(conf={"spark.sql.shuffle.partitions": "2"})
+    if step == "setup":
+        spark.sql("CREATE TABLE crash_bids (item STRING, price BIGINT, ts TIMESTAMP) USING delta")
+        spark.sql("""INSERT INTO crash_bids VALUES ('A', 0, TIMESTAMP'2024-01-01 00:01:00'),
+                     ('B', 0, TIMESTAMP'2024-01-01 00:15:00'), ('C', 0, TIMESTAMP'2024-01-01 00:30:00')""")
+        for name in ("killed", "clean"):
+            mv.sql(spark, VIEW.format(name=name))
+        batch(spark, 1)
+    elif step == "refresh":
+        mv.sql(spark, "REFRESH MATERIALIZED VIEW killed").collect()
+    elif step == "resume":
+        mv.sql(spark, "REFRESH MATERIALIZED VIEW killed").collect()
+        mv.sql(spark, "REFRESH MATERIALIZED VIEW clean").collect()
+        print(json.dumps(compare(spark)))
+        batch(spark, int(arg))
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -1,0 +1,93 @@
+"""Refreshes that meet trouble: a concurrent refresh, a change feed that is gone, a source whose
+schema no longer fits the query. Each ends in a clear error or a recorded fallback, never a
+wrong view."""
+import threading
+
+import pytest
+
+import mv
+from mv.errors import MvError
+
+QUERY = """SELECT item, window_start, window_end, count(*) AS n, sum(price) AS total
+    FROM TUMBLE(TABLE({source}), DESCRIPTOR(ts), INTERVAL '10' MINUTES) GROUP BY item, window_start, window_end"""
+
+
+@pytest.fixture
+def source(spark, request):
+    name = f"rel_{request.node.name[5:30]}"
+    spark.sql(f"DROP TABLE IF EXISTS {name}")
+    spark.sql(f"CREATE TABLE {name} (item STRING, price BIGINT, ts TIMESTAMP) USING delta")
+    spark.sql(f"INSERT INTO {name} VALUES ('A', 1, TIMESTAMP'2024-01-01 00:01:00'), ('B', 2, TIMESTAMP'2024-01-01 00:12:00')")
+    yield name
+    for table in (f"{name}_v", f"{name}_v__late", name):
+        spark.sql(f"DROP TABLE IF EXISTS {table}")
+
+
+def rows(spark, query):
+    return sorted(tuple(r) for r in spark.sql(query).collect())
+
+
+def create_view(spark, source, clauses=""):
+    mv.sql(spark, f"CREATE MATERIALIZED VIEW {source}_v {clauses} AS {QUERY.format(source=source)}")
+    return f"{source}_v"
+
+
+def test_two_refreshes_at_once_apply_each_change_once(spark, source):
+    view = create_view(spark, source)
+    spark.sql(f"INSERT INTO {source} VALUES ('A', 5, TIMESTAMP'2024-01-01 00:03:00'), ('C', 7, TIMESTAMP'2024-01-01 00:25:00')")
+    outcomes, failures = [], []
+
+    def refresh():
+        try:
+            outcomes.append(mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first())
+        except MvError as e:
+            failures.append(e.error_class)
+
+    threads = [threading.Thread(target=refresh) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outcomes, failures
+    assert set(failures) <= {"MV_CONCURRENT_REFRESH"}
+    assert rows(spark, f"SELECT * FROM {view}") == rows(spark, QUERY.format(source=source))
+    history = rows(spark, f"SELECT refresh_id, count(*) FROM mv_refresh_history WHERE view = '{view}' GROUP BY 1")
+    assert all(count == 1 for _, count in history)
+
+
+def test_a_change_feed_that_is_gone_fails_clearly_under_incremental_policy(spark, source):
+    view = create_view(spark, source, "REFRESH POLICY INCREMENTAL")
+    spark.sql(f"ALTER TABLE {source} SET TBLPROPERTIES (delta.enableChangeDataFeed = false)")
+    spark.sql(f"INSERT INTO {source} VALUES ('A', 5, TIMESTAMP'2024-01-01 00:03:00')")
+    before = rows(spark, f"SELECT * FROM {view}")
+    with pytest.raises(MvError) as raised:
+        mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}")
+    assert raised.value.error_class == "MV_CHANGE_FEED_UNAVAILABLE"
+    assert "REFRESH MATERIALIZED VIEW" in raised.value.hint and "FULL" in raised.value.hint
+    assert rows(spark, f"SELECT * FROM {view}") == before
+    outcome = mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view} FULL").first()
+    assert outcome.technique == "full"
+    assert rows(spark, f"SELECT * FROM {view}") == rows(spark, QUERY.format(source=source))
+
+
+def test_auto_policy_falls_back_to_full_when_the_change_feed_is_gone(spark, source):
+    view = create_view(spark, source)
+    spark.sql(f"ALTER TABLE {source} SET TBLPROPERTIES (delta.enableChangeDataFeed = false)")
+    spark.sql(f"INSERT INTO {source} VALUES ('A', 5, TIMESTAMP'2024-01-01 00:03:00')")
+    outcome = mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first()
+    assert (outcome.technique, outcome.reason) == ("full", "CHANGE_FEED_UNAVAILABLE")
+    assert rows(spark, f"SELECT * FROM {view}") == rows(spark, QUERY.format(source=source))
+    recorded = spark.sql(f"SELECT reason FROM mv_refresh_history WHERE view = '{view}' "
+                         "ORDER BY refresh_id DESC LIMIT 1").first()[0]
+    assert recorded == "CHANGE_FEED_UNAVAILABLE"
+
+
+def test_a_source_schema_change_that_breaks_the_query_is_reported_and_changes_nothing(spark, source):
+    view = create_view(spark, source)
+    before = rows(spark, f"SELECT * FROM {view}")
+    spark.sql(f"CREATE OR REPLACE TABLE {source} (item STRING, amount BIGINT, ts TIMESTAMP) USING delta")
+    with pytest.raises(MvError) as raised:
+        mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}")
+    assert raised.value.error_class == "MV_QUERY_NO_LONGER_VALID"
+    assert "price" in str(raised.value)
+    assert rows(spark, f"SELECT * FROM {view}") == before
