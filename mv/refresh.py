@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 
 from mv import catalog, errors, watermark
 from mv.catalog import View
-from mv.query import QueryInfo, describe
+from mv.query import QueryInfo, describe, sql_string
 from mv.state import RefreshState, committing, read
 
 MAX_RANGES = 64
@@ -118,7 +118,7 @@ def plan(spark: SparkSession, view: View, info: QueryInfo, previous: RefreshStat
         return Plan("full", "POLICY_FULL")
     if previous is None:
         return Plan("full", "FIRST_REFRESH")
-    blockers = list(info.reasons) + incremental_blockers(spark, info)
+    blockers = list(info.reasons) + incremental_blockers(spark, info, bool(view.definition.watermark_column))
     if blockers:
         if policy == "INCREMENTAL STRICT":
             raise errors.not_incremental(view.name, blockers)
@@ -126,7 +126,19 @@ def plan(spark: SparkSession, view: View, info: QueryInfo, previous: RefreshStat
     return Plan("incremental", "CHANGES_ONLY")
 
 
-def incremental_blockers(spark: SparkSession, info: QueryInfo) -> list[str]:
+def _session_blockers(info: QueryInfo, columns: set[str], view_watermark: bool) -> list[str]:
+    """Sessions are kept from the view's own rows, so the view must hold every session and its keys."""
+    keys = [k.lower() for k in info.windows[0].partition_by]
+    outputs = {c.lower() for c in info.group_by or []}
+    blockers = []
+    if not all(k in columns and k in outputs for k in keys):
+        blockers.append("SESSION_KEYS_NOT_SOURCE_AND_OUTPUT_COLUMNS")
+    if view_watermark:
+        blockers.append("SESSION_WITH_WATERMARK")
+    return blockers
+
+
+def incremental_blockers(spark: SparkSession, info: QueryInfo, view_watermark: bool = False) -> list[str]:
     """Reason codes for what this engine cannot yet keep incrementally in `info`'s query."""
     blockers = []
     if any(s.get("provider") != "delta" for s in info.sources):
@@ -141,10 +153,10 @@ def incremental_blockers(spark: SparkSession, info: QueryInfo) -> list[str]:
     if info.shape == "window":
         if len(info.windows) != 1:
             blockers.append("SEVERAL_WINDOW_FUNCTIONS")
-        elif info.windows[0].kind == "SESSION":
-            blockers.append("SESSION_WINDOWS")
         elif info.windows[0].time_column.lower() not in columns:
             blockers.append("TIME_COLUMN_NOT_A_SOURCE_COLUMN")
+        elif info.windows[0].kind == "SESSION":
+            blockers += _session_blockers(info, columns, view_watermark)
     elif not all(k.lower() in columns for k in info.group_by):
         blockers.append("GROUP_KEYS_NOT_SOURCE_COLUMNS")
     return blockers
@@ -366,8 +378,9 @@ def _incremental(run: _Run) -> RefreshState:
         source = next(s for s, v in run.targets.items() if previous.sources.get(s, -1) < v)
         raise _ChangeFeedGone(source, previous.sources.get(source, -1) + 1) from None
     checkpoint("changes_read")
-    if run.info.shape == "aggregate":
-        _refresh_groups(run, run.temp_view(changes, "changes"))
+    if run.info.shape == "aggregate" or run.info.windows[0].kind == "SESSION":
+        refresh_part = _refresh_groups if run.info.shape == "aggregate" else _refresh_sessions
+        refresh_part(run, run.temp_view(changes, "changes"))
         state = replace(previous, refresh_id=run.outcome.refresh_id, sources=dict(run.targets))
     else:
         state = _refresh_windows(run, run.temp_view(changes, "changes"))
@@ -450,6 +463,54 @@ def _refresh_groups(run: _Run, changes: str) -> None:
     affected = f"EXISTS (SELECT 1 FROM {run.temp}_keys k WHERE {on})"
     recomputed = run.spark.sql(f"SELECT * FROM ({run.view.definition.query}) v WHERE {affected}")
     current = run.spark.sql(f"SELECT * FROM {run.view.name} v WHERE {affected}")
+    _merge(run, recomputed, current)
+
+
+def _refresh_sessions(run: _Run, changes: str) -> None:
+    """SESSION: recompute the sessions of the regions the changes can reach, from just their rows.
+
+    Per key, a region joins each changed row's [t - gap, t + gap] with every session of the view
+    it touches. In the view's (previous) sessions consecutive rows of different sessions are more
+    than gap apart, so no row outside a region can join a session inside it: recomputing from the
+    region's rows alone gives the exact new sessions.
+    """
+    spark, w, info = run.spark, run.info.windows[0], run.info
+    gap, keys = w.size, [quote(k) for k in w.partition_by]
+
+    def us(column: str, alias: str = "") -> str:
+        return micros_sql(f"{alias}{quote(column)}", run.time_type)
+
+    match = " AND ".join([f"a.{k} <=> b.{k}" for k in keys] or ["true"])
+    a_keys = "".join(f"a.{k}, " for k in keys)
+    keys_ = "".join(f"{k}, " for k in keys)
+    partition = f"PARTITION BY {', '.join(keys)}" if keys else ""
+    regions = run.temp_view(spark.sql(f"""
+        WITH changed AS (SELECT DISTINCT {keys_}{us(w.time_column)} AS t FROM {changes}
+                         WHERE {quote(w.time_column)} IS NOT NULL),
+        touched AS (SELECT DISTINCT {a_keys}{us(info.window_start, "a.")} AS lo,
+                           {us(info.window_end, "a.")} - {gap} AS hi
+                    FROM {run.view.name} a JOIN changed b ON {match}
+                    WHERE {us(info.window_start, "a.")} <= b.t + {gap} AND {us(info.window_end, "a.")} >= b.t),
+        spans AS (SELECT {keys_}t - {gap} AS lo, t + {gap} AS hi FROM changed
+                  UNION ALL SELECT {keys_}lo, hi FROM touched),
+        marked AS (SELECT *, CASE WHEN lo <= max(hi) OVER ({partition} ORDER BY lo, hi
+                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) THEN 0 ELSE 1 END AS starts FROM spans),
+        grouped AS (SELECT *, sum(starts) OVER ({partition} ORDER BY lo, hi ROWS UNBOUNDED PRECEDING) AS grp
+                    FROM marked)
+        SELECT {keys_}min(lo) AS lo, max(hi) AS hi FROM grouped GROUP BY {keys_}grp""").cache(), "regions")
+    low, high = spark.sql(f"SELECT min(lo), max(hi) FROM {regions}").first()
+    if low is None:
+        return
+    source = info.source_tables[0]
+    rows = run.temp_view(spark.sql(
+        f"SELECT a.* FROM {source} a "
+        f"WHERE a.{quote(w.time_column)} BETWEEN {time_sql(low, run.time_type)} AND {time_sql(high, run.time_type)} "
+        f"AND EXISTS (SELECT 1 FROM {regions} b WHERE {match} AND {us(w.time_column, 'a.')} BETWEEN b.lo AND b.hi)"),
+        "session_rows")
+    recomputed = spark.sql(f"SELECT * FROM mv_substitute({sql_string(run.view.definition.query)}, "
+                           f"{sql_string(source)}, {sql_string(rows)})")
+    current = spark.sql(f"SELECT a.* FROM {run.view.name} a WHERE EXISTS (SELECT 1 FROM {regions} b WHERE {match} "
+                        f"AND {us(info.window_start, 'a.')} >= b.lo AND {us(info.window_end, 'a.')} - {gap} <= b.hi)")
     _merge(run, recomputed, current)
 
 

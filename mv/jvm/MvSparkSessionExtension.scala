@@ -28,6 +28,8 @@ class MvSparkSessionExtension extends (SparkSessionExtensions => Unit) {
     WindowKind.all.foreach(kind => extensions.injectTableFunction(kind.registration))
     // mv_describe('query') tells the maintainer what a query means, from its analysed plan.
     extensions.injectTableFunction(QueryDescription.registration)
+    // mv_substitute('query', 'source', 'replacement') runs a view's query over only some source rows.
+    extensions.injectTableFunction(SourceSubstitution.registration)
     // Window function calls are bound as they are parsed (see WindowSqlParser) or, for plans not
     // built from SQL, while analysed; they become one WindowTableFunction node once resolved.
     extensions.injectResolutionRule(_ => ResolveWindowTableFunctions.Bind)

@@ -84,7 +84,7 @@ object QueryDescription {
     "size" -> w.spec.size, "step" -> w.spec.step, "offset" -> w.spec.offset,
     "time_zone" -> w.spec.timeZone.orNull,
     "time_column" -> (w.timeColumn match { case a: Attribute => a.name; case e => e.sql }),
-    "partition_by" -> w.partitionBy.map(_.sql),
+    "partition_by" -> w.partitionBy.map { case a: Attribute => a.name; case e => e.sql },
     "sources" -> w.child.collectLeaves().flatMap(tableName))
 
   /** Output exprIds that carry a window function's window_start / window_end / window_time. */
