@@ -143,23 +143,36 @@ def incremental_blockers(spark: SparkSession, info: QueryInfo, view_watermark: b
     blockers = []
     if any(s.get("provider") != "delta" for s in info.sources):
         blockers.append("SOURCE_NOT_DELTA")
-    if len(info.source_tables) != 1:
-        blockers.append("NOT_ONE_SOURCE")
     if info.group_by is None:
         blockers.append("NO_ROW_KEY")
     if blockers or info.shape == "other":
         return blockers
-    columns = {c.lower() for c in spark.table(info.source_tables[0]).columns}
     if info.shape == "window":
-        if len(info.windows) != 1:
-            blockers.append("SEVERAL_WINDOW_FUNCTIONS")
-        elif info.windows[0].time_column.lower() not in columns:
-            blockers.append("TIME_COLUMN_NOT_A_SOURCE_COLUMN")
-        elif info.windows[0].kind == "SESSION":
-            blockers += _session_blockers(info, columns, view_watermark)
-    elif not all(k.lower() in columns for k in info.group_by):
-        blockers.append("GROUP_KEYS_NOT_SOURCE_COLUMNS")
-    return blockers
+        return _window_blockers(spark, info, view_watermark)
+    if len(info.source_tables) != 1:
+        return ["NOT_ONE_SOURCE"]
+    columns = {c.lower() for c in spark.table(info.source_tables[0]).columns}
+    return [] if all(k.lower() in columns for k in info.group_by) else ["GROUP_KEYS_NOT_SOURCE_COLUMNS"]
+
+
+def _window_blockers(spark: SparkSession, info: QueryInfo, view_watermark: bool) -> list[str]:
+    """Every window function must read one Delta source whose own column is its time column; joined
+    windows must be the same windows; sessions need their keys in the view."""
+    windows = info.windows
+    if any(len(w.sources) != 1 for w in windows):
+        return ["WINDOW_OVER_SEVERAL_SOURCES"]
+    if len({(w.kind, w.size, w.step, w.offset, w.time_zone) for w in windows}) > 1:
+        return ["JOINED_WINDOWS_DIFFER"]
+    if set(info.source_tables) != {w.sources[0] for w in windows}:
+        return ["SOURCE_READ_OUTSIDE_A_WINDOW"]
+    columns = {w.sources[0]: {c.lower() for c in spark.table(w.sources[0]).columns} for w in windows}
+    if any(w.time_column.lower() not in columns[w.sources[0]] for w in windows):
+        return ["TIME_COLUMN_NOT_A_SOURCE_COLUMN"]
+    if windows[0].kind == "SESSION":
+        if len(windows) > 1:
+            return ["SESSION_JOIN"]
+        return _session_blockers(info, columns[windows[0].sources[0]], view_watermark)
+    return []
 
 
 @dataclass
@@ -317,7 +330,7 @@ def _utc(epoch_seconds: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(epoch_seconds, dt.timezone.utc)
 
 
-def _write_late_rows(run: _Run, windowed: str, condition: str) -> None:
+def _write_late_rows(run: _Run, windowed: str, condition: str, part: int = 0) -> None:
     """Changes whose window is final go to <view>__late, once per refresh (idempotent by refresh id)."""
     late = (run.spark.sql(f"SELECT * EXCEPT (__ws, __we, __t) FROM {windowed} WHERE {condition}")
             .withColumnRenamed("__sign", "_change_sign")
@@ -325,10 +338,10 @@ def _write_late_rows(run: _Run, windowed: str, condition: str) -> None:
             .withColumn("target_versions", F.lit(json.dumps(run.targets, sort_keys=True)))
             .withColumn("detected_at", F.current_timestamp()))
     count = late.count()
-    run.outcome.late_rows = count
+    run.outcome.late_rows += count
     if count:
         (late.write.format("delta").mode("append").option("mergeSchema", "true")
-         .option("txnAppId", f"mv-late:{run.view.name}").option("txnVersion", run.outcome.refresh_id)
+         .option("txnAppId", f"mv-late:{run.view.name}:{part}").option("txnVersion", run.outcome.refresh_id)
          .saveAsTable(run.view.late_table))
 
 
@@ -346,64 +359,63 @@ def _pinned_targets(spark: SparkSession, view: View, refresh_id: int) -> dict[st
     return json.loads(row[0]) if row else None
 
 
-def _changes(run: _Run) -> DataFrame:
-    """Every source's changes since the version last processed, signed: +1 insert/postimage, -1 delete/preimage."""
-    frames = []
+def _changes(run: _Run) -> dict[str, DataFrame]:
+    """Each source's changes since the version last processed, signed: +1 insert/postimage, -1 delete/preimage."""
+    changes = {}
     for source, target in run.targets.items():
         start = run.previous.sources.get(source, -1) + 1
-        if start > target:
-            continue
-        frame = (run.spark.read.format("delta").option("readChangeFeed", "true")
-                 .option("startingVersion", start).option("endingVersion", target).table(source))
-        frames.append(frame.withColumn("__sign", F.when(
-            F.col("_change_type").isin("insert", "update_postimage"), 1).otherwise(-1)))
-    if not frames:
-        return None
-    changes = frames[0]
-    for frame in frames[1:]:
-        changes = changes.unionByName(frame, allowMissingColumns=True)
-    return changes.cache()
+        if start <= target:
+            frame = (run.spark.read.format("delta").option("readChangeFeed", "true")
+                     .option("startingVersion", start).option("endingVersion", target).table(source))
+            changes[source] = frame.withColumn("__sign", F.when(
+                F.col("_change_type").isin("insert", "update_postimage"), 1).otherwise(-1)).cache()
+    return changes
 
 
 def _incremental(run: _Run) -> RefreshState:
     previous = run.previous
     try:
         changes = _changes(run)
-        if changes is None:
-            return replace(previous, refresh_id=run.outcome.refresh_id, sources=dict(run.targets))
-        run.outcome.rows_read = changes.count()
+        run.outcome.rows_read = sum(frame.count() for frame in changes.values())
     except Exception as e:  # noqa: BLE001 - Delta reports a lost change feed in several ways
         if not any(marker in str(e) for marker in CHANGE_FEED_GONE):
             raise
         source = next(s for s, v in run.targets.items() if previous.sources.get(s, -1) < v)
         raise _ChangeFeedGone(source, previous.sources.get(source, -1) + 1) from None
     checkpoint("changes_read")
-    if run.info.shape == "aggregate" or run.info.windows[0].kind == "SESSION":
-        refresh_part = _refresh_groups if run.info.shape == "aggregate" else _refresh_sessions
-        refresh_part(run, run.temp_view(changes, "changes"))
-        state = replace(previous, refresh_id=run.outcome.refresh_id, sources=dict(run.targets))
+    views = {source: run.temp_view(frame, f"changes_{i}") for i, (source, frame) in enumerate(changes.items())}
+    state = replace(previous, refresh_id=run.outcome.refresh_id, sources=dict(run.targets))
+    if not views:
+        return state
+    if run.info.shape == "aggregate":
+        _refresh_groups(run, next(iter(views.values())))
+    elif run.info.windows[0].kind == "SESSION":
+        _refresh_sessions(run, next(iter(views.values())))
     else:
-        state = _refresh_windows(run, run.temp_view(changes, "changes"))
-    changes.unpersist()
+        state = _refresh_windows(run, views)
+    for frame in changes.values():
+        frame.unpersist()
     return state
 
 
-def _refresh_windows(run: _Run, changes: str) -> RefreshState:
-    spark, d, w = run.spark, run.view.definition, run.info.windows[0]
-    ws, we = run.info.window_start, run.info.window_end
-    t = run.time_type
-    windowed = run.temp_view(spark.sql(
+def _refresh_windows(run: _Run, changes: dict[str, str]) -> RefreshState:
+    """Windows: each window function applied to its own source's changes gives the affected windows."""
+    spark, d, t = run.spark, run.view.definition, run.time_type
+    windowed = [run.temp_view(spark.sql(
         f"SELECT *, {micros_sql('window_start', t)} AS __ws, {micros_sql('window_end', t)} AS __we, "
-        f"{micros_sql(quote(w.time_column), t)} AS __t FROM {w.call(changes)}"), "windowed")
+        f"{micros_sql(quote(w.time_column), t)} AS __t FROM {w.call(changes[w.sources[0]])}"), f"windowed_{i}")
+        for i, w in enumerate(run.info.windows) if w.sources[0] in changes]
+    touched = " UNION ALL ".join(f"SELECT __ws, __we, __t, __sign FROM {name}" for name in windowed)
     old_wm, grace = run.previous.watermark, interval_micros(spark, d.grace)
-    new_max = spark.sql(f"SELECT max(__t) FROM {windowed} WHERE __sign = 1").first()[0]
+    new_max = spark.sql(f"SELECT max(__t) FROM ({touched}) WHERE __sign = 1").first()[0]
     max_event = max(filter(None, [run.previous.max_event_time, new_max]), default=None)
     new_wm = (watermark.advance(old_wm, max_event, interval_micros(spark, d.watermark_delay))
               if d.watermark_column else None)
     if old_wm is not None:
-        _write_late_rows(run, windowed, f"__we + {grace} <= {old_wm}")
+        for i, name in enumerate(windowed):
+            _write_late_rows(run, name, f"__we + {grace} <= {old_wm}", part=i)
     checkpoint("late_rows_written")
-    affected = [(s, e) for s, e in spark.sql(f"SELECT DISTINCT __ws, __we FROM {windowed}").collect()
+    affected = [(s, e) for s, e in spark.sql(f"SELECT DISTINCT __ws, __we FROM ({touched})").collect()
                 if not watermark.is_final(e, old_wm, grace)]
     newly_closed = None
     if d.emit == "WINDOW CLOSE":
@@ -411,7 +423,7 @@ def _refresh_windows(run: _Run, changes: str) -> RefreshState:
         if new_wm is not None and new_wm != old_wm:
             newly_closed = (old_wm + 1 if old_wm is not None else None, new_wm + 1)
     if affected or newly_closed:
-        _merge_windows(run, affected, newly_closed, ws, we, t)
+        _merge_windows(run, affected, newly_closed, run.info.window_start, run.info.window_end, t)
     return RefreshState(run.outcome.refresh_id, dict(run.targets), max_event, new_wm)
 
 
