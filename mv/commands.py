@@ -107,7 +107,7 @@ def create(spark: SparkSession, statement: Create) -> tuple:
              (f" COMMENT {d.comment}" if d.comment else "")
     extra = ", " + d.tblproperties.strip()[1:-1] if d.tblproperties else ""
     spark.sql(f"CREATE TABLE {d.name} USING delta{layout} "
-              f"TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true'{extra}) "
+              f"TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true', 'delta.enableDeletionVectors' = 'true'{extra}) "
               f"AS SELECT * FROM ({d.query}) WHERE false")
     catalog.save(spark, View(d.name, d, spark.conf.get("spark.sql.session.timeZone")))
     outcome = refresh.refresh(spark, d.name)

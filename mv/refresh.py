@@ -460,7 +460,10 @@ def _merge_windows(run: _Run, affected, newly_closed, ws: str, we: str, t: str) 
         keep = f"({keep}) AND {end} <= {time_sql(bound, t)}"
     recomputed = spark.sql(f"SELECT * FROM ({run.view.definition.query}) WHERE {keep}")
     current = spark.sql(f"SELECT * FROM {run.view.name} WHERE {keep}")
-    _merge(run, recomputed, current)
+    bounds = [b for pair in affected for b in pair] + [b for b in (newly_closed or ()) if b is not None]
+    span = (f"t.{start} >= {time_sql(min(bounds), t)} "
+            f"AND t.{start} <= {time_sql(max(bounds), t)}") if bounds and not newly_closed else None
+    _merge(run, recomputed, current, target_range=span)
 
 
 def _closed_bound(run: _Run) -> int:
@@ -526,15 +529,19 @@ def _refresh_sessions(run: _Run, changes: str) -> None:
     _merge(run, recomputed, current)
 
 
-def _merge(run: _Run, recomputed: DataFrame, current: DataFrame, delete_missing: bool = False) -> None:
-    """One MERGE: recomputed rows upserted, current rows whose key vanished deleted."""
+def _merge(run: _Run, recomputed: DataFrame, current: DataFrame, delete_missing: bool = False,
+           target_range: str | None = None) -> None:
+    """One MERGE: recomputed rows upserted, current rows whose key vanished deleted.
+
+    `target_range` bounds the view rows that can match, so Delta skips the view's other files.
+    """
     key = run.info.group_by
     gone = current.join(recomputed.select(*key), [current[k].eqNullSafe(recomputed[k]) for k in key], "left_anti")
     source = (recomputed.withColumn("__op", F.lit("upsert"))
               .unionByName(gone.select(*run.columns).withColumn("__op", F.lit("delete"))))
     name = run.temp_view(source, "merge")
     cols = [quote(c) for c in run.columns]
-    on = " AND ".join(f"t.{quote(k)} <=> s.{quote(k)}" for k in key)
+    on = " AND ".join([f"t.{quote(k)} <=> s.{quote(k)}" for k in key] + ([target_range] if target_range else []))
     same = " AND ".join(f"t.{c} <=> s.{c}" for c in cols)
     merge = (f"MERGE INTO {run.view.name} t USING {name} s ON {on} "
              "WHEN MATCHED AND s.__op = 'delete' THEN DELETE "
@@ -562,6 +569,8 @@ def _full(run: _Run) -> RefreshState:
             bound = new_wm + 1 if new_wm is not None else -(2 ** 62)
             query += f" WHERE {quote(run.info.window_end)} <= {time_sql(bound, t)}"
     recomputed = spark.sql(query)
+    if run.info.window_start:  # written in time order, so later merges skip the view's other files
+        recomputed = recomputed.repartitionByRange(quote(run.info.window_start))
     if run.info.group_by is not None:
         _merge(run, recomputed, spark.table(run.view.name).limit(0), delete_missing=True)
     else:
