@@ -46,7 +46,7 @@ def statement_syntax(text: str, start: int, end: int, expected: str, hint: str) 
 
 def duplicate_clause(text: str, start: int, end: int, clause: str) -> MvError:
     return MvError("MV_STATEMENT_DUPLICATE_CLAUSE", f"The clause {clause} is given twice.",
-                   "Give each clause once.", _pointer(text, start, end), clause=clause)
+                   "Give each clause once.", _pointer(text, start, end), clause=clause, fragment=text[start:end])
 
 
 def unsupported_combination(what: str, hint: str) -> MvError:
