@@ -238,7 +238,8 @@ def _describe(spark: SparkSession, view: View) -> QueryInfo:
 def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Outcome:
     started = time.time()
     previous = read(spark, view.name)
-    _record_history(spark, view, previous)  # a refresh that died after its commit left no history row
+    if previous is not None and not _in_history(spark, view, previous.refresh_id):
+        _record_history(spark, view, previous)  # the refresh that committed it died before writing history
     chosen = plan(spark, view, info, previous, full)
     refresh_id = (previous.refresh_id if previous else 0) + 1
     targets = _pinned_targets(spark, view, refresh_id) or {s: source_version(spark, s) for s in info.source_tables}
@@ -292,11 +293,12 @@ def _commit(run: _Run, new_state: RefreshState) -> None:
 
 
 def _state_commit(spark: SparkSession, view: View, refresh_id: int):
-    """The DESCRIBE HISTORY row of the commit that carries refresh `refresh_id`'s state."""
+    """The DESCRIBE HISTORY row of the commit that carries refresh `refresh_id`'s state (recent ones first)."""
     marker = f'"refresh_id": {refresh_id},'
-    for row in spark.sql(f"DESCRIBE HISTORY {view.name}").collect():
-        if row.userMetadata and marker in row.userMetadata:
-            return row
+    for limit in (10, None):
+        for row in spark.sql(f"DESCRIBE HISTORY {view.name}" + (f" LIMIT {limit}" if limit else "")).collect():
+            if row.userMetadata and marker in row.userMetadata:
+                return row
     return None
 
 
@@ -310,6 +312,13 @@ def _written(spark: SparkSession, view: View, refresh_id: int) -> tuple[int, int
 HISTORY_SCHEMA = ("view STRING, refresh_id BIGINT, started_at TIMESTAMP, duration_s DOUBLE, technique STRING, "
                   "reason STRING, source_versions STRING, rows_read BIGINT, rows_inserted BIGINT, "
                   "rows_updated BIGINT, rows_deleted BIGINT, late_rows BIGINT, watermark_micros BIGINT")
+
+
+def _in_history(spark: SparkSession, view: View, refresh_id: int) -> bool:
+    if not spark.catalog.tableExists(view.history_table):
+        return False
+    return spark.table(view.history_table).where(
+        (F.col("view") == view.name) & (F.col("refresh_id") == refresh_id)).limit(1).count() > 0
 
 
 def _record_history(spark: SparkSession, view: View, state: RefreshState | None) -> None:
