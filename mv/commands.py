@@ -13,7 +13,7 @@ from dataclasses import asdict
 
 from pyspark.sql import DataFrame, SparkSession
 
-from mv import catalog, errors, refresh, statements
+from mv import catalog, errors, plan, refresh, statements
 from mv.catalog import View
 from mv.query import describe, sql_string
 from mv.state import read
@@ -81,7 +81,7 @@ def _validate(spark: SparkSession, statement: Create) -> None:
     if d.partitioned_by and d.cluster_by:
         raise errors.unsupported_combination("PARTITIONED BY and CLUSTER BY were both given", "Use one of them.")
     if d.policy == "INCREMENTAL STRICT":
-        blockers = info.reasons + refresh.incremental_blockers(spark, info)
+        blockers = info.reasons + plan.incremental_blockers(spark, info)
         if blockers:
             raise errors.not_incremental(d.name, blockers)
 
@@ -147,7 +147,7 @@ def explain(spark: SparkSession, statement: Explain) -> list[tuple]:
         view, previous = catalog.require(spark, statement.name), None
     info = describe(spark, view.definition.query)
     state = read(spark, view.name) if previous is None else _pretend_state(info)
-    chosen = refresh.plan(spark, view, info, state)
+    chosen = plan.plan(spark, view, info, state)
     return [("technique", chosen.technique), ("reason", chosen.reason), ("shape", info.shape),
             ("sources", ", ".join(info.source_tables)), ("row_key", ", ".join(info.group_by or []))]
 

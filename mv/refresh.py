@@ -17,8 +17,6 @@ Example:
 """
 from __future__ import annotations
 
-import datetime as dt
-import json
 import os
 import signal
 import time
@@ -31,6 +29,8 @@ from pyspark.sql import functions as F
 
 from mv import catalog, errors, watermark
 from mv.catalog import View
+from mv.history import in_history, pinned_targets, record_history, write_late_rows, written
+from mv.plan import plan
 from mv.query import QueryInfo, describe, sql_string
 from mv.state import RefreshState, committing, read
 
@@ -38,12 +38,6 @@ MAX_RANGES = 64
 # How Delta says the change feed of a version range can no longer be read (not recorded, vacuumed, expired).
 CHANGE_FEED_GONE = ("DELTA_MISSING_CHANGE_DATA", "DELTA_CHANGE_DATA_FILE_NOT_FOUND",
                     "DELTA_VERSIONS_NOT_CONTIGUOUS", "DELTA_FILE_NOT_FOUND", "VersionNotFound")
-
-
-@dataclass(frozen=True)
-class Plan:
-    technique: str
-    reason: str
 
 
 @dataclass
@@ -106,73 +100,6 @@ def interval_micros(spark: SparkSession, text: str | None) -> int:
 
 def source_version(spark: SparkSession, table: str) -> int:
     return spark.sql(f"DESCRIBE HISTORY {table} LIMIT 1").first()["version"]
-
-
-def plan(spark: SparkSession, view: View, info: QueryInfo, previous: RefreshState | None,
-         full: bool = False) -> Plan:
-    """Incremental or full, and why (reason codes, as EXPLAIN and the history show them)."""
-    policy = view.definition.policy
-    if full:
-        return Plan("full", "REQUESTED_FULL")
-    if policy == "FULL":
-        return Plan("full", "POLICY_FULL")
-    if previous is None:
-        return Plan("full", "FIRST_REFRESH")
-    blockers = list(info.reasons) + incremental_blockers(spark, info, bool(view.definition.watermark_column))
-    if blockers:
-        if policy == "INCREMENTAL STRICT":
-            raise errors.not_incremental(view.name, blockers)
-        return Plan("full", ",".join(dict.fromkeys(blockers)))
-    return Plan("incremental", "CHANGES_ONLY")
-
-
-def _session_blockers(info: QueryInfo, columns: set[str], view_watermark: bool) -> list[str]:
-    """Sessions are kept from the view's own rows, so the view must hold every session and its keys."""
-    keys = [k.lower() for k in info.windows[0].partition_by]
-    outputs = {c.lower() for c in info.group_by or []}
-    blockers = []
-    if not all(k in columns and k in outputs for k in keys):
-        blockers.append("SESSION_KEYS_NOT_SOURCE_AND_OUTPUT_COLUMNS")
-    if view_watermark:
-        blockers.append("SESSION_WITH_WATERMARK")
-    return blockers
-
-
-def incremental_blockers(spark: SparkSession, info: QueryInfo, view_watermark: bool = False) -> list[str]:
-    """Reason codes for what this engine cannot yet keep incrementally in `info`'s query."""
-    blockers = []
-    if any(s.get("provider") != "delta" for s in info.sources):
-        blockers.append("SOURCE_NOT_DELTA")
-    if info.group_by is None:
-        blockers.append("NO_ROW_KEY")
-    if blockers or info.shape == "other":
-        return blockers
-    if info.shape == "window":
-        return _window_blockers(spark, info, view_watermark)
-    if len(info.source_tables) != 1:
-        return ["NOT_ONE_SOURCE"]
-    columns = {c.lower() for c in spark.table(info.source_tables[0]).columns}
-    return [] if all(k.lower() in columns for k in info.group_by) else ["GROUP_KEYS_NOT_SOURCE_COLUMNS"]
-
-
-def _window_blockers(spark: SparkSession, info: QueryInfo, view_watermark: bool) -> list[str]:
-    """Every window function must read one Delta source whose own column is its time column; joined
-    windows must be the same windows; sessions need their keys in the view."""
-    windows = info.windows
-    if any(len(w.sources) != 1 for w in windows):
-        return ["WINDOW_OVER_SEVERAL_SOURCES"]
-    if len({(w.kind, w.size, w.step, w.offset, w.time_zone) for w in windows}) > 1:
-        return ["JOINED_WINDOWS_DIFFER"]
-    if set(info.source_tables) != {w.sources[0] for w in windows}:
-        return ["SOURCE_READ_OUTSIDE_A_WINDOW"]
-    columns = {w.sources[0]: {c.lower() for c in spark.table(w.sources[0]).columns} for w in windows}
-    if any(w.time_column.lower() not in columns[w.sources[0]] for w in windows):
-        return ["TIME_COLUMN_NOT_A_SOURCE_COLUMN"]
-    if windows[0].kind == "SESSION":
-        if len(windows) > 1:
-            return ["SESSION_JOIN"]
-        return _session_blockers(info, columns[windows[0].sources[0]], view_watermark)
-    return []
 
 
 @dataclass
@@ -238,11 +165,11 @@ def _describe(spark: SparkSession, view: View) -> QueryInfo:
 def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Outcome:
     started = time.time()
     previous = read(spark, view.name)
-    if previous is not None and not _in_history(spark, view, previous.refresh_id):
-        _record_history(spark, view, previous)  # the refresh that committed it died before writing history
+    if previous is not None and not in_history(spark, view, previous.refresh_id):
+        record_history(spark, view, previous)  # the refresh that committed it died before writing history
     chosen = plan(spark, view, info, previous, full)
     refresh_id = (previous.refresh_id if previous else 0) + 1
-    targets = _pinned_targets(spark, view, refresh_id) or {s: source_version(spark, s) for s in info.source_tables}
+    targets = pinned_targets(spark, view, refresh_id) or {s: source_version(spark, s) for s in info.source_tables}
     outcome = Outcome(view.name, chosen.technique, chosen.reason, refresh_id, targets, started_at=started)
     run = _Run(spark, view, info, previous, targets, outcome)
     if chosen.technique == "incremental":
@@ -260,9 +187,9 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
     new_state = replace(new_state, metrics=_metrics(outcome))
     _commit(run, new_state)
     checkpoint("committed")
-    _record_history(spark, view, new_state)
+    record_history(spark, view, new_state)
     checkpoint("history_written")
-    outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = _written(spark, view, refresh_id)
+    outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = written(spark, view, refresh_id)
     return outcome
 
 
@@ -292,80 +219,10 @@ def _commit(run: _Run, new_state: RefreshState) -> None:
         raise
 
 
-def _state_commit(spark: SparkSession, view: View, refresh_id: int):
-    """The DESCRIBE HISTORY row of the commit that carries refresh `refresh_id`'s state (recent ones first)."""
-    marker = f'"refresh_id": {refresh_id},'
-    for limit in (10, None):
-        for row in spark.sql(f"DESCRIBE HISTORY {view.name}" + (f" LIMIT {limit}" if limit else "")).collect():
-            if row.userMetadata and marker in row.userMetadata:
-                return row
-    return None
-
-
-def _written(spark: SparkSession, view: View, refresh_id: int) -> tuple[int, int, int]:
-    commit = _state_commit(spark, view, refresh_id)
-    metrics = (commit.operationMetrics or {}) if commit else {}
-    return tuple(int(metrics.get(k, 0)) for k in
-                 ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted"))
-
-
-HISTORY_SCHEMA = ("view STRING, refresh_id BIGINT, started_at TIMESTAMP, duration_s DOUBLE, technique STRING, "
-                  "reason STRING, source_versions STRING, rows_read BIGINT, rows_inserted BIGINT, "
-                  "rows_updated BIGINT, rows_deleted BIGINT, late_rows BIGINT, watermark_micros BIGINT")
-
-
-def _in_history(spark: SparkSession, view: View, refresh_id: int) -> bool:
-    if not spark.catalog.tableExists(view.history_table):
-        return False
-    return spark.table(view.history_table).where(
-        (F.col("view") == view.name) & (F.col("refresh_id") == refresh_id)).limit(1).count() > 0
-
-
-def _record_history(spark: SparkSession, view: View, state: RefreshState | None) -> None:
-    """Append the history row of the refresh that committed `state`; Delta skips it if already there."""
-    if state is None or not state.metrics:
-        return
-    m = state.metrics
-    inserted, updated, deleted = _written(spark, view, state.refresh_id)
-    row = (view.name, state.refresh_id, _utc(m["started_at"]), float(m["duration_s"]), m["technique"],
-           m["reason"], json.dumps(state.sources, sort_keys=True), m["rows_read"], inserted, updated, deleted,
-           m["late_rows"], state.watermark)
-    (spark.createDataFrame([row], HISTORY_SCHEMA).write.format("delta").mode("append")
-     .option("txnAppId", f"mv-history:{view.name}").option("txnVersion", state.refresh_id)
-     .saveAsTable(view.history_table))
-
-
-def _utc(epoch_seconds: float) -> dt.datetime:
-    return dt.datetime.fromtimestamp(epoch_seconds, dt.timezone.utc)
-
-
-def _write_late_rows(run: _Run, windowed: str, condition: str, part: int = 0) -> None:
-    """Changes whose window is final go to <view>__late, once per refresh (idempotent by refresh id)."""
-    late = (run.spark.sql(f"SELECT * EXCEPT (__ws, __we, __t) FROM {windowed} WHERE {condition}")
-            .withColumnRenamed("__sign", "_change_sign")
-            .withColumn("refresh_id", F.lit(run.outcome.refresh_id))
-            .withColumn("target_versions", F.lit(json.dumps(run.targets, sort_keys=True)))
-            .withColumn("detected_at", F.current_timestamp()))
-    count = late.count()
-    run.outcome.late_rows += count
-    if count:
-        (late.write.format("delta").mode("append").option("mergeSchema", "true")
-         .option("txnAppId", f"mv-late:{run.view.name}:{part}").option("txnVersion", run.outcome.refresh_id)
-         .saveAsTable(run.view.late_table))
-
-
 class _ChangeFeedGone(Exception):
     def __init__(self, source: str, version: int):
         super().__init__(source)
         self.source, self.version = source, version
-
-
-def _pinned_targets(spark: SparkSession, view: View, refresh_id: int) -> dict[str, int] | None:
-    """Source versions an earlier, interrupted attempt at this refresh wrote late rows for."""
-    if not spark.catalog.tableExists(view.late_table):
-        return None
-    row = spark.table(view.late_table).where(F.col("refresh_id") == refresh_id).select("target_versions").first()
-    return json.loads(row[0]) if row else None
 
 
 def _changes(run: _Run) -> dict[str, DataFrame]:
@@ -422,7 +279,8 @@ def _refresh_windows(run: _Run, changes: dict[str, str]) -> RefreshState:
               if d.watermark_column else None)
     if old_wm is not None:
         for i, name in enumerate(windowed):
-            _write_late_rows(run, name, f"__we + {grace} <= {old_wm}", part=i)
+            late = spark.sql(f"SELECT * EXCEPT (__ws, __we, __t) FROM {name} WHERE __we + {grace} <= {old_wm}")
+            run.outcome.late_rows += write_late_rows(spark, run.view, late, run.outcome.refresh_id, run.targets, i)
     checkpoint("late_rows_written")
     affected = [(s, e) for s, e in spark.sql(f"SELECT DISTINCT __ws, __we FROM ({touched})").collect()
                 if not watermark.is_final(e, old_wm, grace)]

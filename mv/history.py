@@ -1,0 +1,87 @@
+"""What refreshes leave behind besides the view: a history row per refresh (mv_refresh_history) and
+the changes that came too late for their window (<view>__late). Both are written with Delta
+transaction ids (one app id per view, the refresh id as version), so writing them twice writes once.
+
+Example:
+    >>> spark.sql("SELECT refresh_id, technique, reason FROM mv_refresh_history WHERE view = 'hourly'")
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from mv.catalog import View
+from mv.state import RefreshState
+
+
+HISTORY_SCHEMA = ("view STRING, refresh_id BIGINT, started_at TIMESTAMP, duration_s DOUBLE, technique STRING, "
+                  "reason STRING, source_versions STRING, rows_read BIGINT, rows_inserted BIGINT, "
+                  "rows_updated BIGINT, rows_deleted BIGINT, late_rows BIGINT, watermark_micros BIGINT")
+
+
+def _state_commit(spark: SparkSession, view: View, refresh_id: int):
+    """The DESCRIBE HISTORY row of the commit that carries refresh `refresh_id`'s state (recent ones first)."""
+    marker = f'"refresh_id": {refresh_id},'
+    for limit in (10, None):
+        for row in spark.sql(f"DESCRIBE HISTORY {view.name}" + (f" LIMIT {limit}" if limit else "")).collect():
+            if row.userMetadata and marker in row.userMetadata:
+                return row
+    return None
+
+
+def written(spark: SparkSession, view: View, refresh_id: int) -> tuple[int, int, int]:
+    commit = _state_commit(spark, view, refresh_id)
+    metrics = (commit.operationMetrics or {}) if commit else {}
+    return tuple(int(metrics.get(k, 0)) for k in
+                 ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted"))
+
+
+def in_history(spark: SparkSession, view: View, refresh_id: int) -> bool:
+    if not spark.catalog.tableExists(view.history_table):
+        return False
+    return spark.table(view.history_table).where(
+        (F.col("view") == view.name) & (F.col("refresh_id") == refresh_id)).limit(1).count() > 0
+
+
+def record_history(spark: SparkSession, view: View, state: RefreshState | None) -> None:
+    """Append the history row of the refresh that committed `state`; Delta skips it if already there."""
+    if state is None or not state.metrics:
+        return
+    m = state.metrics
+    inserted, updated, deleted = written(spark, view, state.refresh_id)
+    row = (view.name, state.refresh_id, _utc(m["started_at"]), float(m["duration_s"]), m["technique"],
+           m["reason"], json.dumps(state.sources, sort_keys=True), m["rows_read"], inserted, updated, deleted,
+           m["late_rows"], state.watermark)
+    (spark.createDataFrame([row], HISTORY_SCHEMA).write.format("delta").mode("append")
+     .option("txnAppId", f"mv-history:{view.name}").option("txnVersion", state.refresh_id)
+     .saveAsTable(view.history_table))
+
+
+def _utc(epoch_seconds: float) -> dt.datetime:
+    return dt.datetime.fromtimestamp(epoch_seconds, dt.timezone.utc)
+
+
+def write_late_rows(spark: SparkSession, view: View, late: DataFrame, refresh_id: int,
+                    targets: dict[str, int], part: int = 0) -> int:
+    """Append the changes in `late` to <view>__late, once per refresh and part; returns how many."""
+    late = (late.withColumnRenamed("__sign", "_change_sign")
+            .withColumn("refresh_id", F.lit(refresh_id))
+            .withColumn("target_versions", F.lit(json.dumps(targets, sort_keys=True)))
+            .withColumn("detected_at", F.current_timestamp()))
+    count = late.count()
+    if count:
+        (late.write.format("delta").mode("append").option("mergeSchema", "true")
+         .option("txnAppId", f"mv-late:{view.name}:{part}").option("txnVersion", refresh_id)
+         .saveAsTable(view.late_table))
+    return count
+
+
+def pinned_targets(spark: SparkSession, view: View, refresh_id: int) -> dict[str, int] | None:
+    """Source versions an earlier, interrupted attempt at this refresh wrote late rows for."""
+    if not spark.catalog.tableExists(view.late_table):
+        return None
+    row = spark.table(view.late_table).where(F.col("refresh_id") == refresh_id).select("target_versions").first()
+    return json.loads(row[0]) if row else None

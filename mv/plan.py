@@ -1,0 +1,90 @@
+"""Whether a view refreshes incrementally or in full, and why (the reason codes EXPLAIN and the
+history show).
+
+Example:
+    >>> plan.plan(spark, view, info, previous_state)
+    Plan(technique='incremental', reason='CHANGES_ONLY')
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+
+from mv import errors
+from mv.catalog import View
+from mv.query import QueryInfo
+from mv.state import RefreshState
+
+
+@dataclass(frozen=True)
+class Plan:
+    technique: str
+    reason: str
+
+
+def plan(spark: SparkSession, view: View, info: QueryInfo, previous: RefreshState | None,
+         full: bool = False) -> Plan:
+    """Incremental or full, and why (reason codes, as EXPLAIN and the history show them)."""
+    policy = view.definition.policy
+    if full:
+        return Plan("full", "REQUESTED_FULL")
+    if policy == "FULL":
+        return Plan("full", "POLICY_FULL")
+    if previous is None:
+        return Plan("full", "FIRST_REFRESH")
+    blockers = list(info.reasons) + incremental_blockers(spark, info, bool(view.definition.watermark_column))
+    if blockers:
+        if policy == "INCREMENTAL STRICT":
+            raise errors.not_incremental(view.name, blockers)
+        return Plan("full", ",".join(dict.fromkeys(blockers)))
+    return Plan("incremental", "CHANGES_ONLY")
+
+
+def _session_blockers(info: QueryInfo, columns: set[str], view_watermark: bool) -> list[str]:
+    """Sessions are kept from the view's own rows, so the view must hold every session and its keys."""
+    keys = [k.lower() for k in info.windows[0].partition_by]
+    outputs = {c.lower() for c in info.group_by or []}
+    blockers = []
+    if not all(k in columns and k in outputs for k in keys):
+        blockers.append("SESSION_KEYS_NOT_SOURCE_AND_OUTPUT_COLUMNS")
+    if view_watermark:
+        blockers.append("SESSION_WITH_WATERMARK")
+    return blockers
+
+
+def incremental_blockers(spark: SparkSession, info: QueryInfo, view_watermark: bool = False) -> list[str]:
+    """Reason codes for what this engine cannot yet keep incrementally in `info`'s query."""
+    blockers = []
+    if any(s.get("provider") != "delta" for s in info.sources):
+        blockers.append("SOURCE_NOT_DELTA")
+    if info.group_by is None:
+        blockers.append("NO_ROW_KEY")
+    if blockers or info.shape == "other":
+        return blockers
+    if info.shape == "window":
+        return _window_blockers(spark, info, view_watermark)
+    if len(info.source_tables) != 1:
+        return ["NOT_ONE_SOURCE"]
+    columns = {c.lower() for c in spark.table(info.source_tables[0]).columns}
+    return [] if all(k.lower() in columns for k in info.group_by) else ["GROUP_KEYS_NOT_SOURCE_COLUMNS"]
+
+
+def _window_blockers(spark: SparkSession, info: QueryInfo, view_watermark: bool) -> list[str]:
+    """Every window function must read one Delta source whose own column is its time column; joined
+    windows must be the same windows; sessions need their keys in the view."""
+    windows = info.windows
+    if any(len(w.sources) != 1 for w in windows):
+        return ["WINDOW_OVER_SEVERAL_SOURCES"]
+    if len({(w.kind, w.size, w.step, w.offset, w.time_zone) for w in windows}) > 1:
+        return ["JOINED_WINDOWS_DIFFER"]
+    if set(info.source_tables) != {w.sources[0] for w in windows}:
+        return ["SOURCE_READ_OUTSIDE_A_WINDOW"]
+    columns = {w.sources[0]: {c.lower() for c in spark.table(w.sources[0]).columns} for w in windows}
+    if any(w.time_column.lower() not in columns[w.sources[0]] for w in windows):
+        return ["TIME_COLUMN_NOT_A_SOURCE_COLUMN"]
+    if windows[0].kind == "SESSION":
+        if len(windows) > 1:
+            return ["SESSION_JOIN"]
+        return _session_blockers(info, columns[windows[0].sources[0]], view_watermark)
+    return []
