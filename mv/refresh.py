@@ -396,10 +396,11 @@ def _refresh_sessions(run: _Run, changes: str) -> None:
     _merge(run, recomputed, current)
 
 
-def _merge(run: _Run, recomputed: DataFrame, current: DataFrame, delete_missing: bool = False,
+def _merge(run: _Run, recomputed: DataFrame, current: DataFrame, delete_missing: bool | str = False,
            target_range: str | None = None) -> None:
     """One MERGE: recomputed rows upserted, current rows whose key vanished deleted.
 
+    `delete_missing` also deletes view rows the recomputation lacks (those meeting it, if a condition).
     `target_range` bounds the view rows that can match, so Delta skips the view's other files.
     """
     key = run.info.group_by
@@ -416,30 +417,38 @@ def _merge(run: _Run, recomputed: DataFrame, current: DataFrame, delete_missing:
              + ", ".join(f"{c} = s.{c}" for c in cols)
              + f" WHEN NOT MATCHED AND s.__op = 'upsert' THEN INSERT ({', '.join(cols)}) "
              f"VALUES ({', '.join('s.' + c for c in cols)})"
-             + (" WHEN NOT MATCHED BY SOURCE THEN DELETE" if delete_missing else ""))
+             + (" WHEN NOT MATCHED BY SOURCE" + (f" AND {delete_missing}" if isinstance(delete_missing, str) else "")
+                + " THEN DELETE" if delete_missing else ""))
     run.pending_merge = merge
 
 
 def _full(run: _Run) -> RefreshState:
-    """Recompute everything; the view keeps its rows' identity (MERGE), so its change feed stays exact."""
-    spark, d = run.spark, run.view.definition
+    """Recompute everything but final windows; the view keeps its rows' identity (MERGE), so its
+    change feed stays exact. The watermark carries on from the previous refresh: it never goes back,
+    and windows it made final keep their rows (their late changes are in __late)."""
+    spark, d, info, previous = run.spark, run.view.definition, run.info, run.previous
     max_event = new_wm = None
-    query = f"SELECT * FROM ({d.query})"
-    if run.info.windows and run.info.window_start and len(run.info.source_tables) == 1:
-        w, t = run.info.windows[0], run.time_type
-        if w.time_column in spark.table(run.info.source_tables[0]).columns:
-            max_event = spark.sql(f"SELECT max({micros_sql(quote(w.time_column), t)}) "
-                                  f"FROM {run.info.source_tables[0]}").first()[0]
+    where, keep_final = [], None
+    if info.windows and info.window_start:
+        t, end = run.time_type, quote(info.window_end)
+        times = [spark.sql(f"SELECT max({micros_sql(quote(w.time_column), t)}) FROM {w.sources[0]}").first()[0]
+                 for w in info.windows if len(w.sources) == 1
+                 and w.time_column.lower() in {c.lower() for c in spark.table(w.sources[0]).columns}]
+        max_event = max(filter(None, times + [previous.max_event_time if previous else None]), default=None)
         if d.watermark_column:
-            new_wm = watermark.advance(None, max_event, interval_micros(spark, d.watermark_delay))
+            old_wm = previous.watermark if previous else None
+            new_wm = watermark.advance(old_wm, max_event, interval_micros(spark, d.watermark_delay))
+            if old_wm is not None:  # final: old_wm >= window_end + grace
+                keep_final = f"{end} > {time_sql(old_wm - interval_micros(spark, d.grace), t)}"
+                where.append(keep_final)
         if d.emit == "WINDOW CLOSE":
-            bound = new_wm + 1 if new_wm is not None else -(2 ** 62)
-            query += f" WHERE {quote(run.info.window_end)} <= {time_sql(bound, t)}"
-    recomputed = spark.sql(query)
-    if run.info.window_start:  # written in time order, so later merges skip the view's other files
-        recomputed = recomputed.repartitionByRange(quote(run.info.window_start))
-    if run.info.group_by is not None:
-        _merge(run, recomputed, spark.table(run.view.name).limit(0), delete_missing=True)
+            where.append(f"{end} <= {time_sql(new_wm + 1 if new_wm is not None else -(2 ** 62), t)}")
+    recomputed = spark.sql(f"SELECT * FROM ({d.query})" + (f" WHERE {' AND '.join(where)}" if where else ""))
+    if info.window_start:  # written in time order, so later merges skip the view's other files
+        recomputed = recomputed.repartitionByRange(quote(info.window_start))
+    if info.group_by is not None:
+        _merge(run, recomputed, spark.table(run.view.name).limit(0),
+               delete_missing=f"t.{keep_final}" if keep_final else True)
     else:
         run.pending_merge = None
         run.pending_overwrite = recomputed
