@@ -25,6 +25,7 @@ test: setup
 
 bench: setup
 	$(PY) -m bench.windows
+	$(PY) -m bench.refresh
 
 clean:
 	rm -rf .mv .pytest_cache .hypothesis

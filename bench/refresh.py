@@ -29,13 +29,14 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from bench.report import rewrite_section
+
 from bench.windows import RESULTS_MD, machine
 
 BENCH_DIR = Path(__file__).resolve().parent
 DATA_DIR = BENCH_DIR / "data"
 MV_HOME = DATA_DIR / "mv_home_refresh"
 RESULTS_JSON = BENCH_DIR / "results" / "refresh.json"
-BEGIN, END = "<!-- refresh:begin -->", "<!-- refresh:end -->"
 
 # The bid table. Bump DATA_VERSION when the generator changes, so cached tables are not reused.
 DATA_VERSION = 1
@@ -637,19 +638,12 @@ def _phase_table(size: dict) -> list[str]:
 
 
 def write_results_md(results: dict, path: Path = RESULTS_MD) -> None:
-    """Rewrite the part of RESULTS.md between the refresh markers (appended if it has none).
+    """Rewrite this benchmark's section of RESULTS.md from `results`.
 
     Example:
         >>> write_results_md(json.loads(RESULTS_JSON.read_text()))
     """
-    block = f"{BEGIN}\n{markdown_table(results)}\n{END}"
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + block + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n## Incremental refresh vs full refresh\n\n" + block + "\n"
-    path.write_text(text)
+    rewrite_section(path, "refresh", "Incremental refresh vs full refresh", markdown_table(results))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,11 +25,12 @@ from datetime import datetime, timezone
 from importlib.metadata import version
 from pathlib import Path
 
+from bench.report import rewrite_section
+
 BENCH_DIR = Path(__file__).resolve().parent
 DATA_DIR = BENCH_DIR / "data"
 RESULTS_JSON = BENCH_DIR / "results" / "windows.json"
 RESULTS_MD = BENCH_DIR / "RESULTS.md"
-BEGIN, END = "<!-- windows:begin -->", "<!-- windows:end -->"
 
 # The bid table. Bump DATA_VERSION when the generator changes, so cached tables are not reused.
 DATA_VERSION = 1
@@ -266,19 +267,12 @@ def markdown_table(results: dict) -> str:
 
 
 def write_results_md(results: dict, path: Path = RESULTS_MD) -> None:
-    """Rewrite the part of RESULTS.md between the windows markers (appended if it has none).
+    """Rewrite this benchmark's section of RESULTS.md from `results`.
 
     Example:
         >>> write_results_md(json.loads(RESULTS_JSON.read_text()))
     """
-    block = f"{BEGIN}\n{markdown_table(results)}\n{END}"
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + block + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n## Window TVFs vs Spark built-ins\n\n" + block + "\n"
-    path.write_text(text)
+    rewrite_section(path, "windows", "Window TVFs vs Spark built-ins", markdown_table(results))
 
 
 def run(rows: int, runs: int) -> dict:
