@@ -81,7 +81,7 @@ def _validate(spark: SparkSession, statement: Create) -> None:
     if d.partitioned_by and d.cluster_by:
         raise errors.unsupported_combination("PARTITIONED BY and CLUSTER BY were both given", "Use one of them.")
     if d.policy == "INCREMENTAL STRICT":
-        blockers = info.reasons + plan.incremental_blockers(spark, info)
+        blockers = info.reasons + plan.incremental_blockers(spark, info, bool(d.watermark_column))
         if blockers:
             raise errors.not_incremental(d.name, blockers)
 

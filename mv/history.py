@@ -39,6 +39,11 @@ def written(spark: SparkSession, view: View, refresh_id: int) -> tuple[int, int,
                  ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted"))
 
 
+def _incarnation(spark: SparkSession, view: View) -> str:
+    """The view table's Delta id: a view dropped and created again starts its refresh ids anew."""
+    return spark.sql(f"DESCRIBE DETAIL {view.name}").first()["id"]
+
+
 def in_history(spark: SparkSession, view: View, refresh_id: int) -> bool:
     if not spark.catalog.tableExists(view.history_table):
         return False
@@ -56,7 +61,7 @@ def record_history(spark: SparkSession, view: View, state: RefreshState | None) 
            m["reason"], json.dumps(state.sources, sort_keys=True), m["rows_read"], inserted, updated, deleted,
            m["late_rows"], state.watermark)
     (spark.createDataFrame([row], HISTORY_SCHEMA).write.format("delta").mode("append")
-     .option("txnAppId", f"mv-history:{view.name}").option("txnVersion", state.refresh_id)
+     .option("txnAppId", f"mv-history:{_incarnation(spark, view)}").option("txnVersion", state.refresh_id)
      .saveAsTable(view.history_table))
 
 
@@ -74,7 +79,7 @@ def write_late_rows(spark: SparkSession, view: View, late: DataFrame, refresh_id
     count = late.count()
     if count:
         (late.write.format("delta").mode("append").option("mergeSchema", "true")
-         .option("txnAppId", f"mv-late:{view.name}:{part}").option("txnVersion", refresh_id)
+         .option("txnAppId", f"mv-late:{_incarnation(spark, view)}:{part}").option("txnVersion", refresh_id)
          .saveAsTable(view.late_table))
     return count
 

@@ -140,9 +140,10 @@ def refresh(spark: SparkSession, name: str, full: bool = False, _upstream_done: 
     work = _own_session(spark, view)
     info = _describe(work, view)
     for source in info.source_tables:
-        if source not in done and catalog.load(work, source) is not None:
+        upstream = catalog.load(work, source)
+        if source not in done and upstream is not None:
             done.add(source)
-            refresh(spark, source, _upstream_done=done)
+            refresh(spark, upstream.definition.name, _upstream_done=done)
     return _refresh(work, view, info, full)
 
 
@@ -170,6 +171,8 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
     chosen = plan(spark, view, info, previous, full)
     refresh_id = (previous.refresh_id if previous else 0) + 1
     targets = pinned_targets(spark, view, refresh_id) or {s: source_version(spark, s) for s in info.source_tables}
+    if chosen.technique == "incremental" and any(v < previous.sources.get(s, -1) for s, v in targets.items()):
+        chosen = replace(chosen, technique="full", reason="SOURCE_REPLACED")  # its versions went back
     outcome = Outcome(view.name, chosen.technique, chosen.reason, refresh_id, targets, started_at=started)
     run = _Run(spark, view, info, previous, targets, outcome)
     if chosen.technique == "incremental":

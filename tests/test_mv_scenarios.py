@@ -1,0 +1,536 @@
+"""Materialized views, specified by example: given a small Delta table of bids, when it changes and
+the view is refreshed, then the view holds these rows (and its change feed, history and late table
+say what happened).
+
+Times are minutes past midnight of 2024-01-01 ("00:12"); windows print as (start, end) minutes.
+Errors are asserted by error class (tests/fixtures/mv/create_errors.txt), never by their prose.
+"""
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+from pyspark.errors import AnalysisException
+
+import mv
+from mv.errors import MvError
+
+ERRORS = Path(__file__).parent / "fixtures" / "mv" / "create_errors.txt"
+
+COUNTS = """SELECT window_start, window_end, item, count(*) AS n, sum(price) AS total
+            FROM TUMBLE(TABLE({bids}), DESCRIPTOR(ts), INTERVAL '10' MINUTES)
+            GROUP BY window_start, window_end, item"""
+SESSIONS = """SELECT window_start, window_end, item, count(*) AS n
+              FROM SESSION(TABLE({bids}) PARTITION BY item, DESCRIPTOR(ts), INTERVAL '5' MINUTES)
+              GROUP BY window_start, window_end, item"""
+# Sessions per item, without the item in the view: the engine cannot keep them incrementally.
+SESSIONS_WITHOUT_KEY = """SELECT window_start, window_end, count(*) AS n
+                          FROM SESSION(TABLE({bids}) PARTITION BY item, DESCRIPTOR(ts), INTERVAL '5' MINUTES)
+                          GROUP BY window_start, window_end"""
+
+_ids = itertools.count()
+
+
+def bid(id: int, item: str, time: str, price: int) -> tuple:
+    return id, item, time, price
+
+
+def ts(time: str) -> str:
+    """A minute past midnight ("00:12", or "00:12:59.999999") as a TIMESTAMP literal."""
+    return f"TIMESTAMP'2024-01-01 {time if time.count(':') == 2 else time + ':00'}'"
+
+
+def values(*bids: tuple) -> str:
+    return ", ".join(f"({i}, '{item}', {ts(t)}, {price})" for i, item, t, price in bids)
+
+
+class Catalog:
+    """Tables and views one test creates, with unique names; dropped when the test ends."""
+
+    def __init__(self, spark):
+        self.spark = spark
+        self.tables: list[str] = []
+        self.views: list[str] = []
+
+    def name(self, stem: str) -> str:
+        return f"{stem}_{next(_ids)}"
+
+    def bids(self, *rows: tuple, using: str = "delta") -> str:
+        name = self.name("bids")
+        self.spark.sql(f"CREATE TABLE {name} (id INT, item STRING, ts TIMESTAMP, price INT) USING {using}")
+        self.tables.append(name)
+        if rows:
+            self.spark.sql(f"INSERT INTO {name} VALUES {values(*rows)}")
+        return name
+
+    def view(self, query: str, clauses: str = "", name: str | None = None) -> str:
+        name = name or self.name("view")
+        self.views.append(name)
+        mv.sql(self.spark, f"CREATE MATERIALIZED VIEW {name} {clauses} AS {query}")
+        return name
+
+    def drop(self):
+        for view in reversed(self.views):
+            mv.sql(self.spark, f"DROP MATERIALIZED VIEW IF EXISTS {view}")
+        for table in self.tables:
+            self.spark.sql(f"DROP TABLE IF EXISTS {table}")
+
+
+@pytest.fixture
+def given(spark):
+    catalog = Catalog(spark)
+    yield catalog
+    catalog.drop()
+
+
+def run(spark, statement: str):
+    return mv.sql(spark, statement).collect()
+
+
+def refresh(spark, view: str, full: bool = False):
+    return mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}" + (" FULL" if full else "")).first()
+
+
+def clock(column: str) -> str:
+    return f"date_format({column}, 'HH:mm')"
+
+
+def rows(spark, view: str) -> list[tuple]:
+    """The view's windows as (start, end, item, n, ...) with times as HH:MM, sorted."""
+    columns = [c for c in spark.table(view).columns if c not in ("window_start", "window_end")]
+    return sorted(tuple(r) for r in spark.sql(
+        f"SELECT {clock('window_start')}, {clock('window_end')}, {', '.join(columns)} FROM {view}").collect())
+
+
+def version(spark, table: str) -> int:
+    return spark.sql(f"DESCRIBE HISTORY {table} LIMIT 1").first().version
+
+
+def view_changes(spark, view: str, since: int = 0) -> list[tuple]:
+    """The view's own change feed after version `since`: (change type, start, end, item, n), sorted."""
+    return sorted(tuple(r) for r in spark.sql(
+        f"SELECT _change_type, {clock('window_start')}, {clock('window_end')}, item, n "
+        f"FROM table_changes('{view}', {since + 1})").collect())
+
+
+def history(spark, view: str) -> list[tuple]:
+    return [tuple(r) for r in spark.sql(
+        f"SELECT refresh_id, technique, reason FROM mv_refresh_history WHERE view = '{view}' "
+        "ORDER BY refresh_id").collect()]
+
+
+def full_query(spark, view_query: str) -> list[tuple]:
+    spark.sql(f"CREATE OR REPLACE TEMP VIEW expected AS {view_query}")
+    return rows(spark, "expected")
+
+
+# --- incremental refresh -------------------------------------------------------------------------------
+
+def test_the_first_refresh_is_full_and_the_next_ones_read_only_the_changes(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:12", 7))
+    view = given.view(COUNTS.format(bids=bids))
+    assert history(spark, view) == [(1, "full", "FIRST_REFRESH")]
+
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'a', '00:05', 2))}")
+    outcome = refresh(spark, view)
+
+    assert (outcome.technique, outcome.reason, outcome.refresh_id) == ("incremental", "CHANGES_ONLY", 2)
+    assert outcome.rows_read == 1
+    assert (outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted) == (0, 1, 0)
+    assert rows(spark, view) == [("00:00", "00:10", "a", 2, 6), ("00:10", "00:20", "b", 1, 7)]
+    assert history(spark, view) == [(1, "full", "FIRST_REFRESH"), (2, "incremental", "CHANGES_ONLY")]
+
+
+def test_a_refresh_with_nothing_new_changes_nothing(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4))
+    view = given.view(COUNTS.format(bids=bids))
+    before = version(spark, view)
+
+    outcome = refresh(spark, view)
+
+    assert (outcome.technique, outcome.rows_read) == ("incremental", 0)
+    assert rows(spark, view) == [("00:00", "00:10", "a", 1, 4)]
+    assert view_changes(spark, view, since=before) == []
+
+
+def test_a_delete_retracts_its_row_and_a_window_left_empty_is_deleted(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "a", "00:03", 2), bid(3, "b", "00:12", 7))
+    view = given.view(COUNTS.format(bids=bids))
+    before = version(spark, view)
+
+    spark.sql(f"DELETE FROM {bids} WHERE id IN (2, 3)")
+    outcome = refresh(spark, view)
+
+    assert rows(spark, view) == [("00:00", "00:10", "a", 1, 4)]
+    assert (outcome.rows_updated, outcome.rows_deleted) == (1, 1)
+    assert ("delete", "00:10", "00:20", "b", 1) in view_changes(spark, view, since=before)
+
+
+def test_an_update_of_the_event_time_moves_the_row_to_its_new_window(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "a", "00:03", 2), bid(3, "a", "00:12", 7))
+    view = given.view(COUNTS.format(bids=bids))
+
+    spark.sql(f"UPDATE {bids} SET ts = {ts('00:25')} WHERE id = 2")
+    refresh(spark, view)
+
+    assert rows(spark, view) == [("00:00", "00:10", "a", 1, 4), ("00:10", "00:20", "a", 1, 7),
+                                 ("00:20", "00:30", "a", 1, 2)]
+
+
+def test_an_update_of_a_price_and_an_item_retracts_the_old_values(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "a", "00:03", 2))
+    view = given.view(COUNTS.format(bids=bids))
+
+    spark.sql(f"UPDATE {bids} SET price = 10, item = 'b' WHERE id = 2")
+    refresh(spark, view)
+
+    assert rows(spark, view) == [("00:00", "00:10", "a", 1, 4), ("00:00", "00:10", "b", 1, 10)]
+
+
+def test_the_views_change_feed_shows_a_changed_window_as_pre_and_post_image(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:12", 7))
+    view = given.view(COUNTS.format(bids=bids))
+    before = version(spark, view)
+
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'a', '00:05', 2))}")
+    refresh(spark, view)
+
+    assert view_changes(spark, view, since=before) == [
+        ("update_postimage", "00:00", "00:10", "a", 2),
+        ("update_preimage", "00:00", "00:10", "a", 1),
+    ]
+
+
+def test_refresh_full_gives_the_same_rows_and_rewrites_none(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:12", 7))
+    view = given.view(COUNTS.format(bids=bids))
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'a', '00:05', 2), bid(4, 'c', '00:31', 1))}")
+    spark.sql(f"DELETE FROM {bids} WHERE id = 2")
+    refresh(spark, view)
+    incremental, before = rows(spark, view), version(spark, view)
+
+    outcome = refresh(spark, view, full=True)
+
+    assert (outcome.technique, outcome.reason) == ("full", "REQUESTED_FULL")
+    assert rows(spark, view) == incremental == full_query(spark, COUNTS.format(bids=bids))
+    assert (outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted) == (0, 0, 0)
+    assert view_changes(spark, view, since=before) == []
+
+
+def test_a_source_dropped_and_created_again_is_read_again_not_skipped(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "a", "00:02", 4), bid(3, "b", "00:03", 4))
+    view = given.view(COUNTS.format(bids=bids))
+    spark.sql(f"DROP TABLE {bids}")
+    spark.sql(f"CREATE TABLE {bids} (id INT, item STRING, ts TIMESTAMP, price INT) USING delta "
+              "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(9, 'z', '00:09', 1))}")
+
+    outcome = refresh(spark, view)
+
+    assert outcome.technique == "full"
+    assert rows(spark, view) == [("00:00", "00:10", "z", 1, 1)]
+
+
+# --- watermarks, EMIT ON WINDOW CLOSE, grace and late rows ------------------------------------------------
+
+ON_CLOSE = "WATERMARK FOR ts AS ts - INTERVAL '5' MINUTES EMIT ON WINDOW CLOSE"
+
+
+def test_emit_on_window_close_writes_each_closed_window_once_and_never_an_empty_one(spark, given):
+    # Watermark = latest event time - 5 minutes; [00:00, 00:10) closes when it reaches 00:09:59.999999.
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "a", "00:04", 2), bid(3, "b", "00:12", 7))
+    view = given.view(COUNTS.format(bids=bids), ON_CLOSE)
+    assert rows(spark, view) == []  # watermark 00:07: nothing closed
+
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(4, 'b', '00:14:59.999999', 1))}")
+    refresh(spark, view)
+    assert rows(spark, view) == [("00:00", "00:10", "a", 2, 6)]  # watermark 00:09:59.999999
+
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(5, 'c', '00:23', 3))}")
+    refresh(spark, view)  # watermark 00:18: [00:10, 00:20) still open
+    spark.sql(f"DELETE FROM {bids} WHERE id = 5")  # [00:20, 00:30) is empty again before it closes
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(6, 'd', '00:37', 5))}")
+    refresh(spark, view)  # watermark 00:32: [00:10, 00:20) and [00:20, 00:30) close
+
+    assert rows(spark, view) == [("00:00", "00:10", "a", 2, 6), ("00:10", "00:20", "b", 2, 8)]
+    assert view_changes(spark, view) == [("insert", "00:00", "00:10", "a", 2),
+                                         ("insert", "00:10", "00:20", "b", 2)]
+
+
+def test_a_late_row_within_grace_updates_its_closed_window(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:12", 7))
+    view = given.view(COUNTS.format(bids=bids),
+                      "WATERMARK FOR ts AS ts - INTERVAL '0' MINUTES EMIT ON WINDOW CLOSE GRACE INTERVAL '10' MINUTES")
+    assert rows(spark, view) == [("00:00", "00:10", "a", 1, 4)]  # watermark 00:12: closed, final at 00:20
+    before = version(spark, view)
+
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'a', '00:05', 2))}")
+    outcome = refresh(spark, view)
+
+    assert outcome.late_rows == 0
+    assert rows(spark, view) == [("00:00", "00:10", "a", 2, 6)]
+    assert view_changes(spark, view, since=before) == [("update_postimage", "00:00", "00:10", "a", 2),
+                                                      ("update_preimage", "00:00", "00:10", "a", 1)]
+
+
+def test_a_row_later_than_grace_goes_to_the_late_table_and_is_counted(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:21", 7))
+    view = given.view(COUNTS.format(bids=bids),
+                      "WATERMARK FOR ts AS ts - INTERVAL '1' MINUTES EMIT ON WINDOW CLOSE GRACE INTERVAL '10' MINUTES")
+    # Watermark 00:20 >= 00:10 + 10 minutes of grace: [00:00, 00:10) is final.
+    before = version(spark, view)
+
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'a', '00:05', 2), bid(4, 'b', '00:15', 1))}")
+    outcome = refresh(spark, view)
+
+    assert outcome.late_rows == 1
+    assert rows(spark, view) == [("00:00", "00:10", "a", 1, 4), ("00:10", "00:20", "b", 1, 1)]
+    assert [tuple(r) for r in spark.sql(
+        f"SELECT id, _change_type, _change_sign, {clock('window_start')}, refresh_id FROM {view}__late").collect()
+    ] == [(3, "insert", 1, "00:00", outcome.refresh_id)]
+    assert ("insert", "00:10", "00:20", "b", 1) in view_changes(spark, view, since=before)
+    recorded = spark.sql(f"SELECT late_rows FROM mv_refresh_history WHERE view = '{view}' "
+                         f"AND refresh_id = {outcome.refresh_id}").first()
+    assert recorded.late_rows == 1
+
+
+def test_a_late_delete_is_kept_in_the_late_table_and_leaves_the_final_window_alone(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "a", "00:03", 2), bid(3, "b", "00:30", 7))
+    view = given.view(COUNTS.format(bids=bids), ON_CLOSE)  # watermark 00:25: [00:00, 00:10) final
+
+    spark.sql(f"DELETE FROM {bids} WHERE id = 2")
+    outcome = refresh(spark, view)
+
+    assert outcome.late_rows == 1
+    assert rows(spark, view) == [("00:00", "00:10", "a", 2, 6)]
+    assert [tuple(r) for r in spark.sql(f"SELECT id, _change_type, _change_sign FROM {view}__late").collect()] \
+        == [(2, "delete", -1)]
+
+
+def test_the_watermark_never_decreases_not_even_when_the_latest_row_is_deleted(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:12", 7), bid(3, "c", "00:30", 1))
+    view = given.view(COUNTS.format(bids=bids), ON_CLOSE)  # watermark 00:25
+    closed = [("00:00", "00:10", "a", 1, 4), ("00:10", "00:20", "b", 1, 7)]
+    assert rows(spark, view) == closed
+
+    spark.sql(f"DELETE FROM {bids} WHERE id = 3")
+    refresh(spark, view)
+    assert rows(spark, view) == closed
+    refresh(spark, view, full=True)
+
+    assert rows(spark, view) == closed
+    watermarks = [r[0] for r in spark.sql(f"SELECT watermark_micros FROM mv_refresh_history "
+                                          f"WHERE view = '{view}' ORDER BY refresh_id").collect()]
+    assert watermarks == sorted(watermarks), watermarks
+
+
+def test_refresh_full_of_an_on_close_view_leaves_final_windows_final(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:21", 7))
+    view = given.view(COUNTS.format(bids=bids), ON_CLOSE)  # watermark 00:16: [00:00, 00:10) final
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'a', '00:05', 2))}")
+    assert refresh(spark, view).late_rows == 1
+    incremental = rows(spark, view)
+
+    refresh(spark, view, full=True)
+
+    assert rows(spark, view) == incremental == [("00:00", "00:10", "a", 1, 4)]  # bid 3 is in __late only
+
+
+# --- views of views, policies -----------------------------------------------------------------------------
+
+def last_refresh(spark, view: str) -> tuple:
+    described = dict(map(tuple, run(spark, f"DESCRIBE MATERIALIZED VIEW EXTENDED {view}")))
+    return int(described["last_refresh_id"]), described["last_refresh.technique"]
+
+
+def test_refreshing_a_view_of_a_view_refreshes_the_upstream_first_and_a_delete_flows_through_both(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:12", 7))
+    per_window = given.view(COUNTS.format(bids=bids))
+    per_item = given.view(f"SELECT item, sum(n) AS bids, sum(total) AS total FROM {per_window} GROUP BY item")
+    upstream_refreshes, _ = last_refresh(spark, per_window)
+
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'a', '00:15', 2), bid(4, 'b', '00:16', 1))}")
+    outcome = refresh(spark, per_item)
+
+    assert (outcome.view, outcome.technique) == (per_item, "incremental")
+    assert last_refresh(spark, per_window) == (upstream_refreshes + 1, "incremental")
+    assert rows(spark, per_window) == [("00:00", "00:10", "a", 1, 4), ("00:10", "00:20", "a", 1, 2),
+                                       ("00:10", "00:20", "b", 2, 8)]
+    assert sorted(map(tuple, spark.table(per_item).collect())) == [("a", 2, 6), ("b", 2, 8)]
+
+    spark.sql(f"DELETE FROM {bids} WHERE id IN (1, 4)")
+    refresh(spark, per_item)
+
+    assert rows(spark, per_window) == [("00:10", "00:20", "a", 1, 2), ("00:10", "00:20", "b", 1, 7)]
+    assert sorted(map(tuple, spark.table(per_item).collect())) == [("a", 1, 2), ("b", 1, 7)]
+
+
+def test_the_history_names_an_upstream_view_as_its_user_named_it(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4))
+    per_window = given.view(COUNTS.format(bids=bids))
+    per_item = given.view(f"SELECT item, sum(n) AS bids FROM {per_window} GROUP BY item")
+
+    refresh(spark, per_item)
+
+    refreshes, _ = last_refresh(spark, per_window)
+    assert [r[0] for r in history(spark, per_window)] == list(range(1, refreshes + 1))
+    assert spark.sql(f"SELECT * FROM mv_refresh_history WHERE view LIKE '%.{per_window}'").count() == 0
+
+
+def test_a_view_dropped_and_created_again_records_its_refreshes_in_the_history(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4))
+    view = given.view(COUNTS.format(bids=bids))
+    refresh(spark, view)
+    refresh(spark, view)
+    run(spark, f"DROP MATERIALIZED VIEW {view}")
+
+    given.view(COUNTS.format(bids=bids), "REFRESH POLICY FULL", name=view)
+
+    assert (1, "full", "POLICY_FULL") in history(spark, view)
+
+
+def test_refresh_policy_full_refreshes_in_full_every_time(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4))
+    view = given.view(COUNTS.format(bids=bids), "REFRESH POLICY FULL")
+
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(2, 'a', '00:02', 3))}")
+    outcome = refresh(spark, view)
+
+    assert (outcome.technique, outcome.reason) == ("full", "POLICY_FULL")
+    assert history(spark, view) == [(1, "full", "POLICY_FULL"), (2, "full", "POLICY_FULL")]
+    assert rows(spark, view) == [("00:00", "00:10", "a", 2, 7)]
+
+
+def test_a_row_bridging_two_sessions_merges_them_and_deleting_it_splits_them_again(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "a", "00:04", 2), bid(3, "a", "00:12", 7),
+                      bid(4, "b", "00:08", 1))
+    view = given.view(SESSIONS.format(bids=bids))
+    split = [("00:01", "00:09", "a", 2), ("00:08", "00:13", "b", 1), ("00:12", "00:17", "a", 1)]
+    assert rows(spark, view) == split
+
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(5, 'a', '00:08', 1))}")  # 00:08 + 5 >= 00:12
+    outcome = refresh(spark, view)
+
+    assert (outcome.technique, outcome.reason) == ("incremental", "CHANGES_ONLY")
+    assert rows(spark, view) == [("00:01", "00:17", "a", 4), ("00:08", "00:13", "b", 1)]
+
+    spark.sql(f"DELETE FROM {bids} WHERE id = 5")
+    refresh(spark, view)
+
+    assert rows(spark, view) == split
+
+
+def test_a_session_view_without_its_key_is_refreshed_in_full_and_says_why(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "a", "00:04", 2), bid(3, "b", "00:12", 7))
+    view = given.view(SESSIONS_WITHOUT_KEY.format(bids=bids))
+
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(4, 'b', '00:14', 1))}")
+    outcome = refresh(spark, view)
+
+    assert (outcome.technique, outcome.reason) == ("full", "SESSION_KEYS_NOT_SOURCE_AND_OUTPUT_COLUMNS")
+    assert rows(spark, view) == [("00:01", "00:09", 2), ("00:12", "00:19", 2)]
+
+
+def test_incremental_strict_on_a_session_query_it_cannot_keep_fails_at_create_and_creates_nothing(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4))
+    name = given.name("strict")
+
+    with pytest.raises(MvError) as raised:
+        given.view(SESSIONS_WITHOUT_KEY.format(bids=bids), "REFRESH POLICY INCREMENTAL STRICT", name=name)
+
+    assert raised.value.getCondition() == "MV_NOT_INCREMENTAL"
+    assert raised.value.params["reasons"] == "SESSION_KEYS_NOT_SOURCE_AND_OUTPUT_COLUMNS"
+    assert not spark.catalog.tableExists(name)
+
+
+# --- SHOW, DESCRIBE, EXPLAIN, DROP ---------------------------------------------------------------------------
+
+def test_show_describe_explain_and_drop(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "a", "00:30", 4))
+    view = given.view(COUNTS.format(bids=bids), ON_CLOSE + " GRACE INTERVAL '10' MINUTES")
+    sessions = given.view(SESSIONS_WITHOUT_KEY.format(bids=bids))
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'a', '00:02', 1))}")
+    refresh(spark, view)  # one late row: the late table exists
+
+    assert {view, sessions} <= {r.name for r in run(spark, "SHOW MATERIALIZED VIEWS")}
+
+    described = dict(map(tuple, run(spark, f"DESCRIBE MATERIALIZED VIEW {view}")))
+    assert described["name"] == view
+    assert described["emit"] == "WINDOW CLOSE"
+    assert described["watermark_column"] == "ts" and described["grace"] == "INTERVAL '10' MINUTES"
+    assert f"TABLE({bids})" in described["query"]
+    extended = dict(map(tuple, run(spark, f"DESCRIBE MATERIALIZED VIEW EXTENDED {view}")))
+    assert extended["last_refresh_id"] == "2" and extended["last_refresh.late_rows"] == "1"
+    assert extended["watermark_micros"] == str(1704068700 * 1_000_000)  # 00:25
+
+    assert dict(map(tuple, run(spark, f"EXPLAIN MATERIALIZED VIEW {view}"))) == {
+        "technique": "incremental", "reason": "CHANGES_ONLY", "shape": "window",
+        "sources": f"spark_catalog.default.{bids}", "row_key": "window_start, window_end, item"}
+    explained = dict(map(tuple, run(spark, f"EXPLAIN MATERIALIZED VIEW {sessions}")))
+    assert (explained["technique"], explained["reason"]) == ("full", "SESSION_KEYS_NOT_SOURCE_AND_OUTPUT_COLUMNS")
+
+    run(spark, f"DROP MATERIALIZED VIEW {view}")
+
+    assert view not in {r.name for r in run(spark, "SHOW MATERIALIZED VIEWS")}
+    assert not spark.catalog.tableExists(view) and not spark.catalog.tableExists(f"{view}__late")
+    with pytest.raises(MvError) as raised:
+        run(spark, f"DROP MATERIALIZED VIEW {view}")
+    assert raised.value.getCondition() == "MV_VIEW_NOT_FOUND"
+    run(spark, f"DROP MATERIALIZED VIEW IF EXISTS {view}")
+
+
+# --- CREATE errors: nothing changes --------------------------------------------------------------------------
+
+def _error_cases():
+    for line in ERRORS.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            error_class, statement = (part.strip() for part in line.split("|", 1))
+            yield pytest.param(error_class, statement, id=f"{error_class}: {statement[:60]}")
+
+
+@pytest.fixture(scope="module")
+def existing(spark):
+    """What the failing CREATEs must leave alone: a Delta table without a change feed, a parquet table,
+    and a materialized view over a third table (shared: the claim is that nothing changes)."""
+    catalog = Catalog(spark)
+    names = {"bids": catalog.bids(bid(1, "a", "00:01", 4)),
+             "files": catalog.bids(bid(1, "a", "00:01", 4), using="parquet")}
+    names["existing"] = catalog.view(COUNTS.format(bids=catalog.bids(bid(1, "a", "00:01", 4))))
+    yield names
+    catalog.drop()
+
+
+def snapshot(spark, names: dict) -> tuple:
+    return (run(spark, "SHOW MATERIALIZED VIEWS"), spark.sql("SHOW TABLES").collect(),
+            version(spark, names["bids"]), spark.sql(f"SHOW TBLPROPERTIES {names['bids']}").collect(),
+            version(spark, names["existing"]), rows(spark, names["existing"]))
+
+
+@pytest.mark.parametrize("error_class, statement", list(_error_cases()))
+def test_a_create_that_fails_changes_nothing(spark, existing, error_class, statement):
+    name = f"failed_{next(_ids)}"
+    before = snapshot(spark, existing)
+
+    with pytest.raises((MvError, AnalysisException)) as raised:
+        run(spark, statement.format(view=name, **existing))
+
+    assert raised.value.getCondition() == error_class
+    assert not spark.catalog.tableExists(name)
+    assert snapshot(spark, existing) == before
+
+
+def test_a_malformed_statement_points_at_the_fragment(spark):
+    statement = ("CREATE MATERIALIZED VIEW v\n"
+                 "  WATERMARK FOR ts AS ts - INTERVAL '5' MINUTES EMIT ON WINDOW\n"
+                 "AS SELECT 1")
+
+    with pytest.raises(MvError) as raised:
+        run(spark, statement)
+
+    assert raised.value.getCondition() == "MV_STATEMENT_SYNTAX"
+    assert raised.value.params["fragment"] == "WINDOW"
+    line = statement.splitlines()[1]
+    column = line.index("WINDOW")
+    assert str(raised.value).splitlines()[-3:] == [
+        f"== Statement (line 2, position {column + 1}) ==", line, " " * column + "^" * len("WINDOW")]
