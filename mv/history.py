@@ -51,10 +51,11 @@ def in_history(spark: SparkSession, view: View, refresh_id: int) -> bool:
         (F.col("view") == view.name) & (F.col("refresh_id") == refresh_id)).limit(1).count() > 0
 
 
-def record_history(spark: SparkSession, view: View, state: RefreshState | None) -> None:
-    """Append the history row of the refresh that committed `state`; Delta skips it if already there."""
+def record_history(spark: SparkSession, view: View, state: RefreshState | None) -> tuple[int, int, int]:
+    """Append the history row of the refresh that committed `state`; Delta skips it if already there.
+    Returns the rows that refresh inserted, updated and deleted in the view."""
     if state is None or not state.metrics:
-        return
+        return 0, 0, 0
     m = state.metrics
     inserted, updated, deleted = written(spark, view, state.refresh_id)
     row = (view.name, state.refresh_id, _utc(m["started_at"]), float(m["duration_s"]), m["technique"],
@@ -63,6 +64,7 @@ def record_history(spark: SparkSession, view: View, state: RefreshState | None) 
     (spark.createDataFrame([row], HISTORY_SCHEMA).write.format("delta").mode("append")
      .option("txnAppId", f"mv-history:{_incarnation(spark, view)}").option("txnVersion", state.refresh_id)
      .saveAsTable(view.history_table))
+    return inserted, updated, deleted
 
 
 def _utc(epoch_seconds: float) -> dt.datetime:

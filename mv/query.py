@@ -48,6 +48,7 @@ class QueryInfo:
     output: list[dict]
     group_by: list[str] | None
     reasons: list[str]
+    combinable: bool = False
 
     def column_with_role(self, role: str) -> str | None:
         return next((c["name"] for c in self.output if c["window_role"] == role), None)
@@ -65,6 +66,11 @@ class QueryInfo:
         return [s["table"] for s in self.sources if s.get("table")]
 
 
+def quote(name: str) -> str:
+    """`name` as a SQL identifier."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 def sql_string(text: str) -> str:
     """`text` as a SQL string literal."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
@@ -74,4 +80,5 @@ def describe(spark: SparkSession, query: str) -> QueryInfo:
     """Analyse `query` in Spark and describe it; raises Spark's AnalysisException if it does not analyse."""
     raw = json.loads(spark.sql(f"SELECT description FROM mv_describe({sql_string(query)})").first()[0])
     windows = [Window(**{k: w[k] for k in Window.__dataclass_fields__}) for w in raw["windows"]]
-    return QueryInfo(raw["shape"], raw["sources"], windows, raw["output"], raw["group_by"], raw["reasons"])
+    return QueryInfo(raw["shape"], raw["sources"], windows, raw["output"], raw["group_by"], raw["reasons"],
+                     raw.get("combinable", False))

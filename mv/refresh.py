@@ -4,12 +4,14 @@ The path of an incremental refresh (DESIGN.md, "The path of a refresh"):
     changes since the versions last processed (Delta Change Data Feed, signed +1 / -1)
       -> affected windows (the view's own window function applied to the changes) or groups
       -> watermark and emit policy: which windows are closed, which changes are too late
-      -> those windows or groups recomputed from the sources, restricted to their time ranges
-         (Delta skips the other files), compared with the view's rows
+      -> each touched group combined from its view row and the changes' own aggregates where that
+         is exact (count, sum, min, max: mv/combine.py), the rest recomputed from the sources,
+         restricted to their time ranges (Delta skips the other files) and keys
       -> one MERGE into the view carrying the new state; late rows to <view>__late
       -> a refresh history row
-Results are recomputed rather than patched, so applying the same change twice gives the same
-view: a rerun after a crash or a concurrent refresh cannot double-count.
+The MERGE commits with the refresh id as Delta's idempotent transaction version, in the same
+commit as the state it starts from: a rerun after a crash, or a concurrent refresh, cannot apply
+a change twice.
 
 Example:
     >>> refresh.refresh(spark, "hourly_totals")
@@ -29,9 +31,10 @@ from pyspark.sql import functions as F
 
 from mv import catalog, errors, watermark
 from mv.catalog import View
-from mv.history import in_history, pinned_targets, record_history, write_late_rows, written
+from mv.combine import Combination, combine
+from mv.history import in_history, pinned_targets, record_history, write_late_rows
 from mv.plan import plan
-from mv.query import QueryInfo, describe, sql_string
+from mv.query import QueryInfo, describe, quote, sql_string
 from mv.state import RefreshState, committing, read
 
 MAX_RANGES = 64
@@ -53,6 +56,8 @@ class Outcome:
     rows_updated: int = 0
     rows_deleted: int = 0
     late_rows: int = 0
+    groups_combined: int = 0
+    groups_recomputed: int = 0
     watermark: int | None = None
     started_at: float = 0.0
     duration_s: float = 0.0
@@ -65,10 +70,6 @@ def checkpoint(step: str) -> None:
     """Crash-safety tests set MV_KILL_AT to one of KILL_POINTS: the process dies there as by kill -9."""
     if os.environ.get("MV_KILL_AT") == step:
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-def quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def micros_sql(expr: str, data_type: str) -> str:
@@ -114,6 +115,7 @@ class _Run:
     temp: str = field(default_factory=lambda: "__mv_" + uuid.uuid4().hex[:12])
     pending_merge: str | None = None
     pending_overwrite: DataFrame | None = None
+    cached: list[DataFrame] = field(default_factory=list)
 
     @property
     def columns(self) -> list[str]:
@@ -188,16 +190,20 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
     outcome.watermark = new_state.watermark
     outcome.duration_s = round(time.time() - started, 3)
     new_state = replace(new_state, metrics=_metrics(outcome))
-    _commit(run, new_state)
+    try:
+        _commit(run, new_state)
+    finally:
+        for frame in run.cached:
+            frame.unpersist()
     checkpoint("committed")
-    record_history(spark, view, new_state)
+    outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = record_history(spark, view, new_state)
     checkpoint("history_written")
-    outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = written(spark, view, refresh_id)
     return outcome
 
 
 def _metrics(outcome: Outcome) -> dict:
-    keys = ("technique", "reason", "rows_read", "late_rows", "started_at", "duration_s")
+    keys = ("technique", "reason", "rows_read", "late_rows", "groups_combined", "groups_recomputed",
+            "started_at", "duration_s")
     return {k: getattr(outcome, k) for k in keys}
 
 
@@ -215,11 +221,18 @@ def _commit(run: _Run, new_state: RefreshState) -> None:
             elif run.pending_overwrite is not None:
                 run.pending_overwrite.write.insertInto(name, overwrite=True)
             if source_version(spark, name) == before:
+                if run.pending_merge and _committed_elsewhere(spark, name, new_state.refresh_id):
+                    raise errors.concurrent_refresh(name)  # Delta skipped our MERGE: this refresh id is taken
                 spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('mv.refresh_id' = '{new_state.refresh_id}')")
     except Exception as e:  # Delta's optimistic concurrency: another commit touched what this one read
         if "Concurrent" in type(e).__name__ or "DELTA_CONCURRENT" in str(e):
             raise errors.concurrent_refresh(name) from None
         raise
+
+
+def _committed_elsewhere(spark: SparkSession, name: str, refresh_id: int) -> bool:
+    latest = read(spark, name)
+    return latest is not None and latest.refresh_id >= refresh_id
 
 
 class _ChangeFeedGone(Exception):
@@ -262,8 +275,7 @@ def _incremental(run: _Run) -> RefreshState:
         _refresh_sessions(run, next(iter(views.values())))
     else:
         state = _refresh_windows(run, views)
-    for frame in changes.values():
-        frame.unpersist()
+    run.cached += changes.values()  # the MERGE, run at commit, still reads them
     return state
 
 
@@ -293,7 +305,10 @@ def _refresh_windows(run: _Run, changes: dict[str, str]) -> RefreshState:
         if new_wm is not None and new_wm != old_wm:
             newly_closed = (old_wm + 1 if old_wm is not None else None, new_wm + 1)
     if affected or newly_closed:
-        _merge_windows(run, affected, newly_closed, run.info.window_start, run.info.window_end, t)
+        if _combinable(run):
+            _combine_windows(run, affected, newly_closed, next(iter(changes.values())))
+        else:
+            _merge_windows(run, affected, newly_closed, run.info.window_start, run.info.window_end, t)
     return RefreshState(run.outcome.refresh_id, dict(run.targets), max_event, new_wm)
 
 
@@ -340,14 +355,90 @@ def _closed_bound(run: _Run) -> int:
     return run.previous.watermark if run.previous.watermark is not None else -(2 ** 62)
 
 
+def _combinable(run: _Run) -> bool:
+    """Whether changed groups can be combined from their view rows and the changes (mv/combine.py)."""
+    info = run.info
+    # A float sum added in another order differs in its last bits from the sum recomputed: not combined.
+    exact = all(c.get("aggregate") != "sum_float" for c in info.output)
+    return info.combinable and exact and len(info.sources) == 1 and all(w.kind != "SESSION" for w in info.windows)
+
+
+def _combine_windows(run: _Run, affected, newly_closed, changes: str) -> None:
+    """Windows already in the view are combined with the changes; windows that just closed
+    (EMIT ON WINDOW CLOSE) are computed from the source, as they were held out of the view."""
+    t, start, end = run.time_type, quote(run.info.window_start), quote(run.info.window_end)
+    in_view = [(s, e) for s, e in affected
+               if run.view.definition.emit != "WINDOW CLOSE" or watermark.is_closed(e, run.previous.watermark)]
+    closing = None
+    if newly_closed:
+        low, high = newly_closed
+        closing = f"{end} <= {time_sql(high, t)}" + (f" AND {end} > {time_sql(low, t)}" if low is not None else "")
+    windows = run.temp_view(run.spark.createDataFrame(in_view or [(0, 0)], "s BIGINT, e BIGINT").selectExpr(
+        f"{time_sql('s', t)} AS s", f"{time_sql('e', t)} AS e"), "in_view")
+    partials = f"({start}, {end}) IN (SELECT s, e FROM {windows})" if in_view else "false"
+    bounds = [b for pair in in_view for b in pair] + ([b for b in newly_closed if b is not None] if newly_closed else [])
+    low_open = bool(newly_closed) and newly_closed[0] is None
+    span = None if low_open or not bounds else (min(bounds), max(bounds))
+    _combine_and_merge(run, changes, partials, span, closing)
+
+
+def _span(run: _Run, span: tuple[int, int] | None, alias: str) -> str | None:
+    """A window_start range condition on `alias`'s rows, so Delta skips the view's other files."""
+    if span is None:
+        return None
+    start, t = f"{alias}.{quote(run.info.window_start)}", run.time_type
+    return f"{start} >= {time_sql(span[0], t)} AND {start} <= {time_sql(span[1], t)}"
+
+
+def _combine_and_merge(run: _Run, changes: str, partials: str | None = None, span: tuple[int, int] | None = None,
+                       also: str | None = None) -> None:
+    """Touched groups combined where their old row allows it and recomputed from the source where
+    not, plus the query's rows meeting `also`; then one MERGE."""
+    spark, info, keys = run.spark, run.info, run.info.group_by
+    rows = combine(spark, Combination(run.view.name, run.view.definition.query, info.source_tables[0], changes,
+                                      info.output, keys, partials, _span(run, span, "v")))
+    run.cached.append(rows)
+    on = " AND ".join(f"q.{quote(k)} <=> n.{quote(k)}" for k in keys)
+    needs = run.temp_view(rows.filter("__needs").select(*[quote(k) for k in keys]), "needs")
+    parts = [rows.filter("NOT __needs AND NOT __empty").select(*[quote(c) for c in run.columns])]
+    query = run.view.definition.query
+    run.outcome.groups_recomputed = spark.table(needs).count()
+    run.outcome.groups_combined = rows.count() - run.outcome.groups_recomputed
+    if run.outcome.groups_recomputed:
+        where = _needed_windows(run, needs) if info.window_start else "true"
+        parts.append(spark.sql(f"SELECT /*+ BROADCAST(n) */ q.* FROM (SELECT * FROM ({query}) WHERE {where}) q "
+                               f"LEFT SEMI JOIN {needs} n ON {on}"))
+    if also:
+        parts.append(spark.sql(f"SELECT * FROM ({query}) WHERE {also}"))
+    recomputed = parts[0]
+    for part in parts[1:]:  # cached: the MERGE reads them twice (rows to write, keys that vanished)
+        run.cached.append(part.cache())
+        recomputed = recomputed.unionByName(part)
+    touched = run.temp_view(rows.select(*[quote(k) for k in keys]), "touched")
+    view_filter = _span(run, span, "q")
+    current = spark.sql(f"SELECT /*+ BROADCAST(n) */ q.* FROM {run.view.name} q LEFT SEMI JOIN {touched} n ON {on}"
+                        + (f" WHERE {view_filter}" if view_filter else ""))
+    _merge(run, recomputed, current, target_range=_span(run, span, "t"))
+
+
+def _needed_windows(run: _Run, needs: str) -> str:
+    """The time ranges of the windows of groups to recompute, so the source scan skips other files."""
+    t, start, end = run.time_type, quote(run.info.window_start), quote(run.info.window_end)
+    windows = run.spark.sql(f"SELECT DISTINCT {micros_sql(start, t)}, {micros_sql(end, t)} FROM {needs}").collect()
+    parts = [f"({start} >= {time_sql(a, t)} AND {end} <= {time_sql(b, t)})" for a, b in _ranges(windows)]
+    return " OR ".join(parts) or "false"
+
+
 def _refresh_groups(run: _Run, changes: str) -> None:
-    """GROUP BY without windows: recompute the groups whose keys changed."""
+    """GROUP BY without windows: combine or recompute the groups whose keys changed."""
+    if _combinable(run):
+        return _combine_and_merge(run, changes)
     keys = ", ".join(quote(k) for k in run.info.group_by)
     run.spark.sql(f"SELECT DISTINCT {keys} FROM {changes}").createOrReplaceTempView(f"{run.temp}_keys")
     on = " AND ".join(f"v.{quote(k)} <=> k.{quote(k)}" for k in run.info.group_by)
-    affected = f"EXISTS (SELECT 1 FROM {run.temp}_keys k WHERE {on})"
-    recomputed = run.spark.sql(f"SELECT * FROM ({run.view.definition.query}) v WHERE {affected}")
-    current = run.spark.sql(f"SELECT * FROM {run.view.name} v WHERE {affected}")
+    affected = f"LEFT SEMI JOIN {run.temp}_keys k ON {on}"  # a semi join goes below the GROUP BY
+    recomputed = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM ({run.view.definition.query}) v {affected}")
+    current = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM {run.view.name} v {affected}")
     _merge(run, recomputed, current)
 
 

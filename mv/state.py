@@ -43,11 +43,21 @@ def read(spark: SparkSession, view: str) -> RefreshState | None:
     return None
 
 
+# Delta's idempotent DML: a commit carrying (app id, version) is skipped if the table already has
+# that version for the app id, and two concurrent commits with the same pair conflict.
+TXN_APP_ID, TXN_VERSION = "spark.databricks.delta.write.txnAppId", "spark.databricks.delta.write.txnVersion"
+REFRESH_APP_ID = "mv-refresh"
+
+
 @contextmanager
 def committing(spark: SparkSession, state: RefreshState):
-    """Delta commits made inside carry `state` as their userMetadata."""
-    spark.conf.set(USER_METADATA, state.to_json())
+    """Delta commits made inside carry `state` as their userMetadata, and the refresh id as an
+    idempotent transaction version: the view's rows of one refresh are written at most once."""
+    settings = {USER_METADATA: state.to_json(), TXN_APP_ID: REFRESH_APP_ID, TXN_VERSION: str(state.refresh_id)}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        spark.conf.unset(USER_METADATA)
+        for key in settings:
+            spark.conf.unset(key)

@@ -53,8 +53,9 @@ object QueryDescription {
     val reasons = mutable.LinkedHashSet[String]()
     val windows = plan.collect { case w: WindowTableFunction => w }
     val roles = windowRoles(plan)
+    val kinds = aggregateKinds(plan)
     val output = plan.output.map(a => Map("name" -> a.name, "type" -> a.dataType.simpleString,
-      "window_role" -> roles.get(a.exprId).orNull))
+      "window_role" -> roles.get(a.exprId).orNull, "aggregate" -> kinds.get(a.exprId).orNull))
     if (!plan.deterministic || plan.exists(!_.expressions.forall(_.deterministic))) reasons += "NONDETERMINISTIC"
     if (plan.exists(_.isInstanceOf[GlobalLimit]) || plan.exists(_.isInstanceOf[LocalLimit])) reasons += "LIMIT"
     if (plan.exists(_.expressions.exists(_.exists(_.isInstanceOf[org.apache.spark.sql.catalyst.expressions.SubqueryExpression])))) {
@@ -76,6 +77,7 @@ object QueryDescription {
       "windows" -> windows.map(describeWindow),
       "output" -> output,
       "group_by" -> groupBy(plan).orNull,
+      "combinable" -> (kinds.nonEmpty && plan.output.forall(a => kinds.contains(a.exprId))),
       "reasons" -> reasons.toSeq)
   }
 
@@ -132,6 +134,50 @@ object QueryDescription {
     case a: Aggregate => Some(a)
     case p @ (_: Project | _: Filter | _: Sort | _: SubqueryAlias) => topAggregate(p.children.head)
     case _ => None
+  }
+
+  /**
+   * For the output columns of a query that is its top aggregate under renaming projections only
+   * (no HAVING, no expressions over aggregates): how each column combines across row sets.
+   * `key` (a grouping column), `count_star`, `count`, `sum_exact` (integral or decimal),
+   * `sum_float`, `min`, `max`. Empty when some column is none of these, so a group's new row can
+   * only be recomputed, not combined from its old row and the changes' own aggregates.
+   */
+  private def aggregateKinds(plan: LogicalPlan): Map[ExprId, String] = {
+    import org.apache.spark.sql.catalyst.expressions.aggregate.{AggregateExpression, Complete, Count, Max, Min, Sum}
+    import org.apache.spark.sql.types.{ByteType, DecimalType, IntegerType, LongType, ShortType}
+    def underRenames(p: LogicalPlan, rename: Map[ExprId, ExprId]): Option[(Aggregate, Map[ExprId, ExprId])] = p match {
+      case a: Aggregate => Some((a, rename))
+      case s: SubqueryAlias => underRenames(s.child, rename)
+      case Project(list, child) if list.forall(e => e.isInstanceOf[Attribute] || e.isInstanceOf[Alias] &&
+          e.asInstanceOf[Alias].child.isInstanceOf[Attribute]) =>
+        val inner = list.map {
+          case a: Attribute => a.exprId -> a.exprId
+          case al: Alias => al.exprId -> al.child.asInstanceOf[Attribute].exprId
+        }.toMap
+        underRenames(child, rename.map { case (out, mid) => out -> inner.getOrElse(mid, mid) })
+      case _ => None
+    }
+    underRenames(plan, plan.output.map(a => a.exprId -> a.exprId).toMap).map { case (agg, rename) =>
+      val keys = agg.groupingExpressions.collect { case a: Attribute => a.exprId }.toSet
+      val kinds: Map[ExprId, String] = agg.aggregateExpressions.flatMap {
+        case a: Attribute if keys.contains(a.exprId) => Some(a.exprId -> "key")
+        case al @ Alias(a: Attribute, _) if keys.contains(a.exprId) => Some(al.exprId -> "key")
+        case al @ Alias(AggregateExpression(fn, Complete, false, None, _), _) => (fn match {
+          case Count(Seq(l: Literal)) if l.value != null => Some("count_star")
+          case _: Count => Some("count")
+          case s: Sum => Some(s.dataType match {
+            case ByteType | ShortType | IntegerType | LongType | _: DecimalType => "sum_exact"
+            case _ => "sum_float"
+          })
+          case _: Min => Some("min")
+          case _: Max => Some("max")
+          case _ => None
+        }).map(al.exprId -> _)
+        case _ => None
+      }.toMap
+      rename.flatMap { case (out, inner) => kinds.get(inner).map(out -> _) }
+    }.getOrElse(Map.empty)
   }
 
   /** Output column names of the top aggregate's grouping keys, if every key is in the output. */
