@@ -1,10 +1,13 @@
 """Steps of the crash-safety test, one per process (test_mv_exactly_once drives it).
 
-    python crash_job.py setup          source + two identical views (killed, clean) + first batch
-    python crash_job.py refresh        refresh the view `killed` (MV_KILL_AT may kill it midway)
-    python crash_job.py resume N       refresh `killed` and `clean`, print their comparison, apply batch N
+    python crash_job.py setup STEP       source + two identical views (killed, clean) + first batch,
+                                         then refresh `killed`, killed at STEP
+    python crash_job.py resume N [STEP]  refresh `killed` and `clean`, print their comparison, apply
+                                         batch N, then (with STEP) refresh `killed`, killed at STEP
+Each process both checks the previous crash and makes the next, so the test starts few JVMs.
 """
 import json
+import os
 import sys
 
 import mv
@@ -41,7 +44,14 @@ def compare(spark) -> dict:
     }
 
 
-def main(step: str, arg: str | None = None) -> None:
+def crash(spark, step: str) -> None:
+    """Refresh `killed` and die at `step` as by kill -9 (mv.refresh.checkpoint)."""
+    os.environ["MV_KILL_AT"] = step
+    mv.sql(spark, "REFRESH MATERIALIZED VIEW killed").collect()
+    raise SystemExit(f"the refresh was not killed at {step}")
+
+
+def main(step: str, *args: str) -> None:
     spark = mv.session(conf={"spark.sql.shuffle.partitions": "2"})
     if step == "setup":
         spark.sql("CREATE TABLE crash_bids (item STRING, price BIGINT, ts TIMESTAMP) USING delta")
@@ -50,13 +60,14 @@ def main(step: str, arg: str | None = None) -> None:
         for name in ("killed", "clean"):
             mv.sql(spark, VIEW.format(name=name))
         batch(spark, 1)
-    elif step == "refresh":
-        mv.sql(spark, "REFRESH MATERIALIZED VIEW killed").collect()
+        crash(spark, args[0])
     elif step == "resume":
         mv.sql(spark, "REFRESH MATERIALIZED VIEW killed").collect()
         mv.sql(spark, "REFRESH MATERIALIZED VIEW clean").collect()
-        print(json.dumps(compare(spark)))
-        batch(spark, int(arg))
+        print(json.dumps(compare(spark)), flush=True)
+        batch(spark, int(args[0]))
+        if len(args) > 1:
+            crash(spark, args[1])
     spark.stop()
 
 

@@ -1,8 +1,8 @@
 """A refresh killed at any step (kill -9) and run again leaves the view exactly as one
 uninterrupted refresh would: the same rows, each late row once, one history row per refresh.
 
-Each step runs in its own process (tests/crash_job.py) on a warehouse of its own; a twin view
-that is never interrupted is the oracle.
+Each process (tests/crash_job.py) checks the previous crash and makes the next one, on a
+warehouse of its own; a twin view that is never interrupted is the oracle.
 """
 import json
 import os
@@ -18,24 +18,22 @@ from mv.refresh import KILL_POINTS
 JOB = str(Path(__file__).with_name("crash_job.py"))
 
 
-def run(home, *args, kill_at=None):
+def run(home, *args):
     env = {**os.environ, "MV_HOME": str(home)}
     env.pop("MV_KILL_AT", None)
-    if kill_at:
-        env["MV_KILL_AT"] = kill_at
     return subprocess.run([sys.executable, JOB, *args], env=env, capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.slow
 def test_refresh_killed_at_every_step_then_rerun_is_exactly_once(tmp_path):
-    setup = run(tmp_path, "setup")
-    assert setup.returncode == 0, setup.stderr[-3000:]
+    killed = run(tmp_path, "setup", KILL_POINTS[0])
+    assert killed.returncode == -signal.SIGKILL, f"{KILL_POINTS[0]}: {killed.stderr[-3000:]}"
     for n, step in enumerate(KILL_POINTS, start=2):
-        killed = run(tmp_path, "refresh", kill_at=step)
-        assert killed.returncode == -signal.SIGKILL, f"{step}: {killed.stderr[-2000:]}"
-        resumed = run(tmp_path, "resume", str(n))
-        assert resumed.returncode == 0, resumed.stderr[-3000:]
-        result = json.loads(resumed.stdout.strip().splitlines()[-1])
+        next_step = KILL_POINTS[n - 1:n]
+        resumed = run(tmp_path, "resume", str(n), *next_step)
+        expected = -signal.SIGKILL if next_step else 0
+        assert resumed.returncode == expected, f"after {step}: {resumed.stderr[-3000:]}"
+        result = json.loads(next(line for line in resumed.stdout.splitlines()[::-1] if line.startswith("{")))
         assert result["views_equal"] and result["late_equal"], (step, result)
         # The rerun may add a refresh of its own (with nothing left to do): every committed refresh
         # has exactly one history row, with no refresh missing.
