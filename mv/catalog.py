@@ -48,7 +48,10 @@ def history_table(name: str) -> str:
 
 
 def properties(spark: SparkSession, table: str) -> dict[str, str]:
-    return {row[0]: row[1] for row in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
+    """The Delta table's properties. Not SHOW TBLPROPERTIES: it redacts values matching
+    spark.sql.redaction.options.regex, `(?i)url` by default, so a definition saying "hourly" would
+    come back as "*********(redacted)"."""
+    return dict(spark.sql(f"DESCRIBE DETAIL {table}").first()["properties"] or {})
 
 
 def load(spark: SparkSession, name: str) -> View | None:

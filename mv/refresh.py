@@ -103,6 +103,11 @@ def source_version(spark: SparkSession, table: str) -> int:
     return spark.sql(f"DESCRIBE HISTORY {table} LIMIT 1").first()["version"]
 
 
+def table_id(spark: SparkSession, table: str) -> str:
+    """The Delta table's id: a table dropped and created under the same name gets a new one."""
+    return spark.sql(f"DESCRIBE DETAIL {table}").first()["id"]
+
+
 @dataclass
 class _Run:
     """One refresh in progress: the view, what its query means, where it starts and ends."""
@@ -155,6 +160,8 @@ def _own_session(spark: SparkSession, view: View) -> SparkSession:
         if key.startswith("spark.sql.") and work.conf.isModifiable(key):
             work.conf.set(key, value)
     work.conf.set("spark.sql.session.timeZone", view.time_zone)
+    work.catalog.setCurrentCatalog(spark.catalog.currentCatalog())   # names resolve as in the caller's
+    work.catalog.setCurrentDatabase(spark.catalog.currentDatabase())
     return work
 
 
@@ -173,8 +180,11 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
     chosen = plan(spark, view, info, previous, full)
     refresh_id = (previous.refresh_id if previous else 0) + 1
     targets = pinned_targets(spark, view, refresh_id) or {s: source_version(spark, s) for s in info.source_tables}
-    if chosen.technique == "incremental" and any(v < previous.sources.get(s, -1) for s, v in targets.items()):
-        chosen = replace(chosen, technique="full", reason="SOURCE_REPLACED")  # its versions went back
+    ids = {s: table_id(spark, s) for s in info.source_tables}
+    if chosen.technique == "incremental" and (
+            any(v < previous.sources.get(s, -1) for s, v in targets.items())
+            or any(previous.source_ids.get(s, i) != i for s, i in ids.items())):
+        chosen = replace(chosen, technique="full", reason="SOURCE_REPLACED")  # dropped and created again
     outcome = Outcome(view.name, chosen.technique, chosen.reason, refresh_id, targets, started_at=started)
     run = _Run(spark, view, info, previous, targets, outcome)
     if chosen.technique == "incremental":
@@ -189,7 +199,7 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
         new_state = _full(run)
     outcome.watermark = new_state.watermark
     outcome.duration_s = round(time.time() - started, 3)
-    new_state = replace(new_state, metrics=_metrics(outcome))
+    new_state = replace(new_state, metrics=_metrics(outcome), source_ids=ids)
     try:
         _commit(run, new_state)
     finally:

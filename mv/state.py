@@ -28,6 +28,7 @@ class RefreshState:
     max_event_time: int | None = None
     watermark: int | None = None
     metrics: dict = field(default_factory=dict)
+    source_ids: dict[str, str] = field(default_factory=dict)  # Delta table ids: a recreated source differs
 
     def to_json(self) -> str:
         return json.dumps({STATE_KEY: asdict(self)}, sort_keys=True)

@@ -232,6 +232,45 @@ def test_a_source_dropped_and_created_again_is_read_again_not_skipped(spark, giv
     assert rows(spark, view) == [("00:00", "00:10", "z", 1, 1)]
 
 
+def test_a_source_recreated_with_more_versions_than_before_is_still_read_again(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4))
+    view = given.view(COUNTS.format(bids=bids))
+    spark.sql(f"DROP TABLE {bids}")
+    spark.sql(f"CREATE TABLE {bids} (id INT, item STRING, ts TIMESTAMP, price INT) USING delta "
+              "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+    for n in range(4):   # its versions now pass those the view processed
+        spark.sql(f"INSERT INTO {bids} VALUES {values(bid(10 + n, 'z', '00:09', 1))}")
+
+    outcome = refresh(spark, view)
+
+    assert (outcome.technique, outcome.reason) == ("full", "SOURCE_REPLACED")
+    assert rows(spark, view) == [("00:00", "00:10", "z", 4, 4)]
+
+
+def test_a_view_named_hourly_keeps_its_definition_though_spark_redacts_url_like_properties(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4))
+    view = given.view(COUNTS.format(bids=bids), name=given.name("hourly_totals"))
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(2, 'a', '00:02', 1))}")
+
+    assert refresh(spark, view).technique == "incremental"
+    assert rows(spark, view) == [("00:00", "00:10", "a", 2, 5)]
+
+
+def test_a_view_in_another_database_reads_its_sources_there(spark, given):
+    spark.sql("CREATE DATABASE IF NOT EXISTS mv_other")
+    spark.sql("USE mv_other")
+    try:
+        bids = given.bids(bid(1, "a", "00:01", 4))
+        view = given.view(COUNTS.format(bids=bids))
+        spark.sql(f"INSERT INTO {bids} VALUES {values(bid(2, 'b', '00:02', 1))}")
+
+        assert refresh(spark, view).technique == "incremental"
+        assert rows(spark, f"mv_other.{view}") == [("00:00", "00:10", "a", 1, 4), ("00:00", "00:10", "b", 1, 1)]
+    finally:
+        given.drop()
+        spark.sql("USE default")
+
+
 # --- watermarks, EMIT ON WINDOW CLOSE, grace and late rows ------------------------------------------------
 
 ON_CLOSE = "WATERMARK FOR ts AS ts - INTERVAL '5' MINUTES EMIT ON WINDOW CLOSE"
