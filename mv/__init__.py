@@ -5,7 +5,8 @@ Example:
     >>> spark = mv.session()
     >>> spark.sql("SELECT * FROM TUMBLE(TABLE(bids), DESCRIPTOR(bidtime), INTERVAL '10' MINUTES)").show()
 """
+from mv.api import MaterializedView
 from mv.commands import sql
 from mv.session import configure, session
 
-__all__ = ["configure", "session", "sql"]
+__all__ = ["MaterializedView", "configure", "session", "sql"]

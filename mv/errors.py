@@ -116,3 +116,51 @@ def query_broken(view: str, cause: str) -> MvError:
                    f"The query of {view} no longer analyses against its sources: {cause}",
                    "A source's schema changed; CREATE OR REPLACE the view with a query that fits it.",
                    view=view)
+
+
+def catalog_not_found(path: str, reason: str) -> MvError:
+    return MvError("MV_CATALOG_NOT_FOUND", f"{path} {reason}.",
+                   "Give the folder that holds the catalog's .sql files, e.g. mv deploy catalog/.", path=path)
+
+
+def catalog_statement(file: str, statement: str) -> MvError:
+    first = statement.strip().splitlines()[0] if statement.strip() else statement
+    return MvError("MV_CATALOG_NOT_DECLARATIVE",
+                   f"{file} holds a statement that deploy cannot repeat safely: {first}",
+                   "A catalog file declares: one CREATE MATERIALIZED VIEW, or sources with "
+                   "CREATE ... IF NOT EXISTS (or CREATE OR REPLACE); load data elsewhere.",
+                   file=file, statement=first)
+
+
+def catalog_views_per_file(file: str, names: list[str]) -> MvError:
+    return MvError("MV_CATALOG_ONE_VIEW_PER_FILE",
+                   f"{file} declares {len(names)} materialized views ({', '.join(names)}).",
+                   "Put each materialized view in a file of its own, named after it.",
+                   file=file, names=",".join(names))
+
+
+def catalog_duplicate_view(name: str, files: list[str]) -> MvError:
+    return MvError("MV_CATALOG_DUPLICATE_VIEW",
+                   f"The materialized view {name} is declared in {' and '.join(files)}.",
+                   "Declare each view once.", name=name, files=",".join(files))
+
+
+def catalog_cycle(names: list[str]) -> MvError:
+    return MvError("MV_CATALOG_CYCLE",
+                   f"These views read each other in a cycle: {' -> '.join(names + names[:1])}.",
+                   "A view can read only views that do not read it back (check for a column or alias "
+                   "named like one of these views).", names=",".join(names))
+
+
+def schedule(text: str, reason: str) -> MvError:
+    return MvError("MV_SCHEDULE_INVALID", f"The schedule {text} cannot be used: {reason}.",
+                   "Write SCHEDULE EVERY 15 MINUTES, SCHEDULE CRON '0 * * * *' (minute hour day month "
+                   "weekday) or TRIGGER ON UPDATE.", schedule=text)
+
+
+def metastore_in_use(home: str) -> MvError:
+    return MvError("MV_METASTORE_IN_USE",
+                   f"The local metastore in {home} is open in another process (a running mv scheduler, "
+                   "a notebook or a test).",
+                   "Stop that process, set MV_HOME to another folder, or configure a shared metastore.",
+                   home=home)
