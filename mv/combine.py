@@ -15,7 +15,7 @@ no count(*) to tell whether it emptied), the group is marked `__needs` and the c
 it from the source. Inserts alone never need a recomputation.
 
 Example:
-    >>> rows = combine(spark, Combination("hourly", query, "bids", "changes", info.output, ["item", ...]))
+    >>> rows = combine(spark, Combination("hourly", query, "bids", "changes", info.output, ["item", ...]), [])
     >>> rows.filter("NOT __needs AND NOT __empty")   # the groups' new rows, ready to MERGE
 """
 from __future__ import annotations
@@ -43,14 +43,16 @@ class Combination:
     view_filter: str | None = None
 
 
-def combine(spark: SparkSession, c: Combination) -> DataFrame:
+def combine(spark: SparkSession, c: Combination, cached: list[DataFrame]) -> DataFrame:
     """Per touched group: the view's columns combined, plus `__needs` (recompute it) and `__empty`
-    (delete it). Cached; the caller unpersists."""
+    (delete it). The frames it caches, this one included, go to `cached`: the caller unpersists them."""
     where = f" WHERE {c.partials_filter}" if c.partials_filter else ""
     for part, sign in (("ins", "= 1"), ("ret", "= -1")):
         spark.sql(f"SELECT * FROM {c.changes} WHERE __sign {sign}").createOrReplaceTempView(f"{c.changes}_{part}")
-        spark.sql(f"SELECT *, true AS __present FROM mv_substitute({sql_string(c.query)}, {sql_string(c.source)}, "
-                  f"{sql_string(c.changes + '_' + part)}){where}").createOrReplaceTempView(f"{c.changes}_p{part}")
+        partials = spark.sql(f"SELECT *, true AS __present FROM mv_substitute({sql_string(c.query)}, "
+                             f"{sql_string(c.source)}, {sql_string(c.changes + '_' + part)}){where}").cache()
+        partials.createOrReplaceTempView(f"{c.changes}_p{part}")  # read twice below, so cached
+        cached.append(partials)
     keys = ", ".join(quote(k) for k in c.keys)
 
     def on(alias: str) -> str:
@@ -66,12 +68,15 @@ def combine(spark: SparkSession, c: Combination) -> DataFrame:
     # lacks mean the view and the changes disagree, which only the source can settle.
     needs = [f"(NOT ({empty}) AND ({' OR '.join(needs)}))" if needs else "false",
              "(r.__present IS NOT NULL AND o.__present IS NULL)"]
-    return spark.sql(f"""
+    rows = spark.sql(f"""
         WITH k AS (SELECT {keys} FROM {c.changes}_pins UNION SELECT {keys} FROM {c.changes}_pret),
-        o AS (SELECT v.*, true AS __present FROM {c.view} v LEFT SEMI JOIN k ON {on('v')}{view_where})
+        o AS (SELECT /*+ BROADCAST(k) */ v.*, true AS __present FROM {c.view} v
+              LEFT SEMI JOIN k ON {on('v')}{view_where})
         SELECT {', '.join(columns)}, ({' OR '.join(needs)}) AS __needs, ({empty}) AS __empty
         FROM k LEFT JOIN o ON {on('o')} LEFT JOIN {c.changes}_pins i ON {on('i')}
              LEFT JOIN {c.changes}_pret r ON {on('r')}""").cache()
+    cached.append(rows)
+    return rows
 
 
 def _combined_columns(c: Combination) -> tuple[list[str], list[str]]:

@@ -44,12 +44,12 @@ def sql(spark: SparkSession, text: str) -> DataFrame:
 
 OUTCOME_SCHEMA = ("view STRING, technique STRING, reason STRING, refresh_id BIGINT, rows_read BIGINT, "
                   "rows_inserted BIGINT, rows_updated BIGINT, rows_deleted BIGINT, late_rows BIGINT, "
-                  "duration_s DOUBLE")
+                  "groups_combined BIGINT, groups_recomputed BIGINT, duration_s DOUBLE")
 
 
 def _outcome_row(o: refresh.Outcome) -> tuple:
     return (o.view, o.technique, o.reason, o.refresh_id, o.rows_read, o.rows_inserted, o.rows_updated,
-            o.rows_deleted, o.late_rows, o.duration_s)
+            o.rows_deleted, o.late_rows, o.groups_combined, o.groups_recomputed, o.duration_s)
 
 
 def _rows(spark: SparkSession, rows: list[tuple], schema: str) -> DataFrame:

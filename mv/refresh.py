@@ -38,6 +38,8 @@ from mv.query import QueryInfo, describe, quote, sql_string
 from mv.state import RefreshState, committing, read
 
 MAX_RANGES = 64
+# Affected windows in more separate runs of time than this are combined rather than recomputed.
+COMBINE_AFTER_RUNS = MAX_RANGES
 # How Delta says the change feed of a version range can no longer be read (not recorded, vacuumed, expired).
 CHANGE_FEED_GONE = ("DELTA_MISSING_CHANGE_DATA", "DELTA_CHANGE_DATA_FILE_NOT_FOUND",
                     "DELTA_VERSIONS_NOT_CONTIGUOUS", "DELTA_FILE_NOT_FOUND", "VersionNotFound")
@@ -155,10 +157,13 @@ def refresh(spark: SparkSession, name: str, full: bool = False, _upstream_done: 
 
 
 def _own_session(spark: SparkSession, view: View) -> SparkSession:
-    work = spark.newSession()
-    for key, value in spark.conf.getAll.items():
-        if key.startswith("spark.sql.") and work.conf.isModifiable(key):
-            work.conf.set(key, value)
+    if hasattr(spark, "cloneSession"):  # Spark Connect has no newSession; a clone has the caller's settings
+        work = spark.cloneSession()
+    else:
+        work = spark.newSession()
+        for key, value in spark.conf.getAll.items():
+            if key.startswith("spark.sql.") and work.conf.isModifiable(key):
+                work.conf.set(key, value)
     work.conf.set("spark.sql.session.timeZone", view.time_zone)
     work.catalog.setCurrentCatalog(spark.catalog.currentCatalog())   # names resolve as in the caller's
     work.catalog.setCurrentDatabase(spark.catalog.currentDatabase())
@@ -315,21 +320,29 @@ def _refresh_windows(run: _Run, changes: dict[str, str]) -> RefreshState:
         if new_wm is not None and new_wm != old_wm:
             newly_closed = (old_wm + 1 if old_wm is not None else None, new_wm + 1)
     if affected or newly_closed:
-        if _combinable(run):
+        # Windows in a few runs of time (recent changes) are cheapest recomputed: Delta reads just
+        # those files. Scattered over many, recomputing reads most of the source: combine instead.
+        if _combinable(run) and len(_runs(affected)) > COMBINE_AFTER_RUNS:
             _combine_windows(run, affected, newly_closed, next(iter(changes.values())))
         else:
             _merge_windows(run, affected, newly_closed, run.info.window_start, run.info.window_end, t)
     return RefreshState(run.outcome.refresh_id, dict(run.targets), max_event, new_wm)
 
 
-def _ranges(windows: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Windows merged into at most MAX_RANGES time ranges, joining the closest ones first."""
+def _runs(windows: list[tuple[int, int]]) -> list[list[int]]:
+    """Windows merged into the time ranges they cover."""
     ranges: list[list[int]] = []
     for start, end in sorted(windows):
         if ranges and start <= ranges[-1][1]:
             ranges[-1][1] = max(ranges[-1][1], end)
         else:
             ranges.append([start, end])
+    return ranges
+
+
+def _ranges(windows: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Windows merged into at most MAX_RANGES time ranges, joining the closest ones first."""
+    ranges = _runs(windows)
     while len(ranges) > MAX_RANGES:
         i = min(range(len(ranges) - 1), key=lambda k: ranges[k + 1][0] - ranges[k][1])
         ranges[i:i + 2] = [[ranges[i][0], ranges[i + 1][1]]]
@@ -406,15 +419,14 @@ def _combine_and_merge(run: _Run, changes: str, partials: str | None = None, spa
     not, plus the query's rows meeting `also`; then one MERGE."""
     spark, info, keys = run.spark, run.info, run.info.group_by
     rows = combine(spark, Combination(run.view.name, run.view.definition.query, info.source_tables[0], changes,
-                                      info.output, keys, partials, _span(run, span, "v")))
-    run.cached.append(rows)
+                                      info.output, keys, partials, _span(run, span, "v")), run.cached)
     on = " AND ".join(f"q.{quote(k)} <=> n.{quote(k)}" for k in keys)
     needs = run.temp_view(rows.filter("__needs").select(*[quote(k) for k in keys]), "needs")
     parts = [rows.filter("NOT __needs AND NOT __empty").select(*[quote(c) for c in run.columns])]
     query = run.view.definition.query
-    run.outcome.groups_recomputed = spark.table(needs).count()
-    run.outcome.groups_combined = rows.count() - run.outcome.groups_recomputed
-    if run.outcome.groups_recomputed:
+    touched, needed = rows.selectExpr("count(*)", "count_if(__needs)").first()  # fills the cache
+    run.outcome.groups_combined, run.outcome.groups_recomputed = touched - needed, needed
+    if needed:
         where = _needed_windows(run, needs) if info.window_start else "true"
         parts.append(spark.sql(f"SELECT /*+ BROADCAST(n) */ q.* FROM (SELECT * FROM ({query}) WHERE {where}) q "
                                f"LEFT SEMI JOIN {needs} n ON {on}"))
@@ -424,11 +436,8 @@ def _combine_and_merge(run: _Run, changes: str, partials: str | None = None, spa
     for part in parts[1:]:  # cached: the MERGE reads them twice (rows to write, keys that vanished)
         run.cached.append(part.cache())
         recomputed = recomputed.unionByName(part)
-    touched = run.temp_view(rows.select(*[quote(k) for k in keys]), "touched")
-    view_filter = _span(run, span, "q")
-    current = spark.sql(f"SELECT /*+ BROADCAST(n) */ q.* FROM {run.view.name} q LEFT SEMI JOIN {touched} n ON {on}"
-                        + (f" WHERE {view_filter}" if view_filter else ""))
-    _merge(run, recomputed, current, target_range=_span(run, span, "t"))
+    # Every touched group is in `rows`: those missing from `recomputed` are deleted.
+    _merge(run, recomputed, rows.select(*[quote(c) for c in run.columns]), target_range=_span(run, span, "t"))
 
 
 def _needed_windows(run: _Run, needs: str) -> str:

@@ -36,6 +36,7 @@ from hypothesis import strategies as st
 
 import mv
 import window_reference as ref
+from mv import refresh as maintainer
 
 MINUTE = 60_000_000
 BASE = ref.to_micros(dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc))  # minute 0 of every example
@@ -342,6 +343,9 @@ class Example:
 
 def run_example(spark, data, catalogue: dict[str, Spec], operations: list[str]) -> None:
     example = Example(spark, data, catalogue)
+    # Both ways of keeping windows: combined from the view's rows, or recomputed from the source.
+    combine_always = data.draw(st.booleans(), label="combine windows however few")
+    maintainer.COMBINE_AFTER_RUNS = 0 if combine_always else maintainer.MAX_RANGES
     try:
         example.create(views=VIEWS)
         for operation in data.draw(st.lists(st.sampled_from(operations), min_size=2, max_size=7), label="operations"):
@@ -349,6 +353,7 @@ def run_example(spark, data, catalogue: dict[str, Spec], operations: list[str]) 
         for name in sorted(example.views):  # every example ends with its views refreshed and checked
             example.refresh(name)
     finally:
+        maintainer.COMBINE_AFTER_RUNS = maintainer.MAX_RANGES
         example.drop()
 
 
