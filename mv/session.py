@@ -1,7 +1,9 @@
 """The SparkSession the engine runs on: Delta Lake configured and the window-function extension loaded.
 
-``session()`` starts (or returns) an embedded local session set up from conf/; ``configure(builder)``
-adds only what the engine needs to a builder of your own, for a cluster or Databricks.
+``session()`` starts (or returns) an embedded local session set up from conf/, or with ``remote``
+connects to a Spark Connect server that has the engine loaded (``python -m mv.connect_server``);
+``configure(builder)`` adds only what the engine needs to a builder of your own, for a cluster or
+Databricks.
 
 Example:
     >>> import mv
@@ -49,16 +51,26 @@ def configure(builder: SparkSession.Builder) -> SparkSession.Builder:
             .config("spark.sql.catalog.spark_catalog", DELTA_CATALOG))
 
 
-def session(master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
+def session(master: str | None = None, conf: dict[str, str] | None = None,
+            remote: str | None = None) -> SparkSession:
     """The engine's SparkSession: an embedded local one set up from conf/, created on first call.
 
     Args:
         master: overrides ``spark.master`` from conf/spark-defaults.conf (e.g. ``local-cluster[2,1,1024]``).
-        conf: more Spark settings, applied last.
+        conf: more Spark settings, applied last (over Spark Connect: session settings only).
+        remote: a Spark Connect URL (``sc://host:port``, default: ``$SPARK_REMOTE``). The session is
+            then a client of that server, with no JVM in this process; the server must have Delta
+            and the extension loaded, as ``python -m mv.connect_server`` does, and conf/ is its own.
 
     Example:
         >>> spark = mv.session(conf={"spark.sql.shuffle.partitions": "4"})
+        >>> spark = mv.session(remote="sc://localhost:15002")
     """
+    remote = remote or os.environ.get("SPARK_REMOTE")
+    if remote:
+        if master:
+            raise ValueError("mv.session: give master or remote, not both")
+        return _connect(remote, conf or {})
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     config.home_dir().mkdir(parents=True, exist_ok=True)
     builder = SparkSession.builder
@@ -69,6 +81,20 @@ def session(master: str | None = None, conf: dict[str, str] | None = None) -> Sp
         builder = builder.config(key, value)
     spark = configure(builder).getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("MV_LOG_LEVEL", "ERROR"))
+    _quiet_python_error_logs()
+    return spark
+
+
+def _connect(url: str, conf: dict[str, str]) -> SparkSession:
+    # pyspark.sql.functions build Connect columns only while this is set; pyspark's own builder sets
+    # it too, but refuses a Connect session in a process that already runs a local one.
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    builder = ConnectSession.builder.remote(url)
+    if conf:
+        builder = builder.config(map=conf)
+    spark = builder.getOrCreate()
     _quiet_python_error_logs()
     return spark
 
