@@ -325,15 +325,22 @@ class Progress:
         self.on = hasattr(out, "isatty") and out.isatty()
         self.finished = threading.Event()
         self.started = time.time()
+        self.phase = ""  # "view: phase" of the refresh running now (an upstream view's, first)
 
     def __enter__(self) -> Progress:
         if self.on:
+            self.watch = refresh.watching(self._entered)
+            self.watch.__enter__()
             self.thread = threading.Thread(target=self._draw, daemon=True)
             self.thread.start()
         return self
 
+    def _entered(self, view: str, phase: str) -> None:
+        self.phase = phase if view.split(".")[-1] == self.name.split(".")[-1] else f"{view}: {phase}"
+
     def __exit__(self, *exc) -> None:
         if self.on:
+            self.watch.__exit__(*exc)
             self.finished.set()
             self.thread.join()
             self.out.write("\r\033[K")
@@ -350,7 +357,8 @@ class Progress:
         done, total = _tasks(self.spark)
         filled = 24 * done // total if total else 0
         bar = f" [{'#' * filled}{'.' * (24 - filled)}] {done}/{total} tasks" if total else ""
-        return f"{self.SPINNER[tick % 4]} refresh {self.name}{bar} {time.time() - self.started:.1f} s"
+        phase = f" ({self.phase})" if self.phase else ""
+        return f"{self.SPINNER[tick % 4]} refresh {self.name}{phase}{bar} {time.time() - self.started:.1f} s"
 
 
 def _tasks(spark: SparkSession) -> tuple[int, int]:

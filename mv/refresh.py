@@ -23,7 +23,9 @@ import os
 import signal
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from typing import Callable, Iterator
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
@@ -72,6 +74,33 @@ def checkpoint(step: str) -> None:
     """Crash-safety tests set MV_KILL_AT to one of KILL_POINTS: the process dies there as by kill -9."""
     if os.environ.get("MV_KILL_AT") == step:
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+PHASES = ("planning", "reading changes", "recomputing", "merging", "recording history")
+_watchers: list[Callable[[str, str], None]] = []
+
+
+@contextmanager
+def watching(watcher: Callable[[str, str], None]) -> Iterator[None]:
+    """Call `watcher(view, phase)` as each refresh in the block enters one of PHASES.
+
+    Example:
+        >>> with refresh.watching(lambda view, phase: print(view, phase)):
+        ...     refresh.refresh(spark, "hourly")
+        hourly planning
+        hourly reading changes
+        ...
+    """
+    _watchers.append(watcher)
+    try:
+        yield
+    finally:
+        _watchers.remove(watcher)
+
+
+def _phase(view: str, phase: str) -> None:
+    for watcher in list(_watchers):
+        watcher(view, phase)
 
 
 def micros_sql(expr: str, data_type: str) -> str:
@@ -146,17 +175,20 @@ def refresh(spark: SparkSession, name: str, full: bool = False, _upstream_done: 
     """
     view = catalog.require(spark, name)
     done = _upstream_done if _upstream_done is not None else set()
-    work = _own_session(spark, view)
-    info = _describe(work, view)
-    for source in info.source_tables:
-        upstream = catalog.load(work, source)
-        if source not in done and upstream is not None:
-            done.add(source)
-            refresh(spark, upstream.definition.name, _upstream_done=done)
-    return _refresh(work, view, info, full)
+    with _own_session(spark, view) as work:
+        info = _describe(work, view)
+        for source in info.source_tables:
+            upstream = catalog.load(work, source)
+            if source not in done and upstream is not None:
+                done.add(source)
+                refresh(spark, upstream.definition.name, _upstream_done=done)
+        return _refresh(work, view, info, full)
 
 
-def _own_session(spark: SparkSession, view: View) -> SparkSession:
+@contextmanager
+def _own_session(spark: SparkSession, view: View) -> Iterator[SparkSession]:
+    """A session for one refresh with the caller's settings, catalog and database; afterwards the
+    caller's session is the active one again and a Spark Connect clone is released on the server."""
     if hasattr(spark, "cloneSession"):  # Spark Connect has no newSession; a clone has the caller's settings
         work = spark.cloneSession()
     else:
@@ -167,7 +199,22 @@ def _own_session(spark: SparkSession, view: View) -> SparkSession:
     work.conf.set("spark.sql.session.timeZone", view.time_zone)
     work.catalog.setCurrentCatalog(spark.catalog.currentCatalog())   # names resolve as in the caller's
     work.catalog.setCurrentDatabase(spark.catalog.currentDatabase())
-    return work
+    try:
+        yield work
+    finally:
+        _release(spark, work)
+
+
+def _release(spark: SparkSession, work: SparkSession) -> None:
+    if hasattr(work, "cloneSession"):
+        try:  # best effort, as SparkSession.stop is: the clone's server session, then its channel
+            work.client.release_session()
+            work.client.close()
+        except Exception:  # noqa: BLE001 - the refresh's own outcome matters, not the cleanup's
+            pass
+    elif SparkSession._activeSession is work:  # createDataFrame made it PySpark's active session
+        SparkSession._activeSession = spark  # what SparkSession.createDataFrame does, for the caller
+        spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
 
 
 def _describe(spark: SparkSession, view: View) -> QueryInfo:
@@ -179,6 +226,7 @@ def _describe(spark: SparkSession, view: View) -> QueryInfo:
 
 def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Outcome:
     started = time.time()
+    _phase(view.name, "planning")
     previous = read(spark, view.name)
     if previous is not None and not in_history(spark, view, previous.refresh_id):
         record_history(spark, view, previous)  # the refresh that committed it died before writing history
@@ -192,6 +240,7 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
         chosen = replace(chosen, technique="full", reason="SOURCE_REPLACED")  # dropped and created again
     outcome = Outcome(view.name, chosen.technique, chosen.reason, refresh_id, targets, started_at=started)
     run = _Run(spark, view, info, previous, targets, outcome)
+    _phase(view.name, "reading changes" if chosen.technique == "incremental" else "recomputing")
     if chosen.technique == "incremental":
         try:
             new_state = _incremental(run)
@@ -205,12 +254,14 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
     outcome.watermark = new_state.watermark
     outcome.duration_s = round(time.time() - started, 3)
     new_state = replace(new_state, metrics=_metrics(outcome), source_ids=ids)
+    _phase(view.name, "merging")
     try:
         _commit(run, new_state)
     finally:
         for frame in run.cached:
             frame.unpersist()
     checkpoint("committed")
+    _phase(view.name, "recording history")
     outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = record_history(spark, view, new_state)
     checkpoint("history_written")
     return outcome
@@ -280,6 +331,7 @@ def _incremental(run: _Run) -> RefreshState:
         source = next(s for s, v in run.targets.items() if previous.sources.get(s, -1) < v)
         raise _ChangeFeedGone(source, previous.sources.get(source, -1) + 1) from None
     checkpoint("changes_read")
+    _phase(run.view.name, "recomputing")
     views = {source: run.temp_view(frame, f"changes_{i}") for i, (source, frame) in enumerate(changes.items())}
     state = replace(previous, refresh_id=run.outcome.refresh_id, sources=dict(run.targets))
     if not views:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import mv
-from mv import cli
+from mv import cli, refresh
 from mv.errors import MvError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -29,6 +29,7 @@ COUNTS = """SELECT window_start, window_end, item, count(*) AS n
             FROM TUMBLE(TABLE({source}), DESCRIPTOR(ts), INTERVAL '10' MINUTES)
             GROUP BY window_start, window_end, item"""
 _ids = itertools.count()
+CATALOG_VIEWS = ["highest_bid", "hot_items", "hot_items_peak", "new_users", "user_sessions"]  # catalog/, sorted
 
 
 class Given:
@@ -91,6 +92,10 @@ def run(spark, capsys):
         out, err = capsys.readouterr()
         return code, out, err
     return run_
+
+
+def sorted_rows(spark, table: str, *columns: str) -> list[tuple]:
+    return [tuple(r) for r in spark.table(table).select(*columns).orderBy(*columns).collect()]
 
 
 def view_sql(name: str, source: str, clauses: str = "") -> str:
@@ -232,30 +237,38 @@ def test_deploy_checks_every_file_before_it_changes_anything(run, given, spark, 
     assert not spark.catalog.tableExists(source)
 
 
-def test_the_repositorys_catalog_deploys_and_refreshes_upstream_first(run, spark, tmp_path):
-    views = ["bidder_sessions", "bids_per_hour", "bids_per_day", "hot_auctions"]
+def test_the_repositorys_catalog_deploys_and_refreshes_upstream_first(run, spark):
+    spark.sql("CREATE DATABASE cli_catalog")  # the catalog's names are unqualified: a database of its own
+    spark.catalog.setCurrentDatabase("cli_catalog")
     try:
         code, out, _ = run("deploy", REPO / "catalog")
         assert code == 0, out
         created = [line.split()[1] for line in out.splitlines() if line.startswith("created")]
-        assert sorted(created) == sorted(views)
-        assert created.index("bids_per_hour") < created.index("bids_per_day")
+        assert sorted(created) == CATALOG_VIEWS
+        assert created.index("hot_items") < created.index("hot_items_peak")
 
-        spark.sql("""INSERT INTO demo_bids VALUES (1, 7, 10, TIMESTAMP'2024-01-01 00:10:00'),
-                     (2, 7, 20, TIMESTAMP'2024-01-01 00:15:00'), (2, 8, 30, TIMESTAMP'2024-01-01 01:10:00')""")
+        spark.sql("""INSERT INTO persons VALUES
+                     (7, 'Kate Smith', 'user7@example.com', 'Bend', 'OR', TIMESTAMP'2024-01-01 00:01:00')""")
+        spark.sql("""INSERT INTO auctions VALUES (1, 'vintage lamp', 10, 100, 7, 10,
+                     TIMESTAMP'2024-01-01 00:05:00', TIMESTAMP'2024-01-01 01:05:00')""")
+        spark.sql("""INSERT INTO bids VALUES (1, 7, 10, 'Apple', TIMESTAMP'2024-01-01 00:10:00'),
+                     (1, 7, 20, 'Apple', TIMESTAMP'2024-01-01 00:15:00'),
+                     (1, 8, 30, 'Google', TIMESTAMP'2024-01-01 01:10:00')""")
         code, out, _ = run("refresh", "--all")
         assert code == 0
         refreshed = [line.split()[1].rstrip(":") for line in out.splitlines()]
-        assert sorted(refreshed) == sorted(views)
-        assert refreshed.index("bids_per_hour") < refreshed.index("bids_per_day")
-        assert spark.table("bids_per_day").collect()[0]["bids"] == 2  # the hours closed by the watermark
+        assert sorted(refreshed) == CATALOG_VIEWS
+        assert refreshed.index("hot_items") < refreshed.index("hot_items_peak")
+        assert sorted_rows(spark, "highest_bid", "highest", "bids") == [(20, 2)]  # 01:10's window is still open
+        assert sorted_rows(spark, "hot_items_peak", "top_bids") == [(1,), (1,), (1,), (1,), (2,)]
+        assert sorted_rows(spark, "new_users", "id", "name", "auctions") == [(7, "Kate Smith", 1)]
+        assert sorted_rows(spark, "user_sessions", "bidder", "bids") == [(7, 2), (8, 1)]
 
         code, out, _ = run("ls")
-        assert code == 0 and [line.split()[0] for line in out.splitlines()[2:]] == sorted(views)
+        assert code == 0 and [line.split()[0] for line in out.splitlines()[2:]] == CATALOG_VIEWS
     finally:
-        for view in reversed(views):
-            mv.sql(spark, f"DROP MATERIALIZED VIEW IF EXISTS {view}")
-        spark.sql("DROP TABLE IF EXISTS demo_bids")
+        spark.catalog.setCurrentDatabase("default")
+        spark.sql("DROP DATABASE IF EXISTS cli_catalog CASCADE")
 
 
 # --- mv refresh ----------------------------------------------------------------------------------
@@ -284,8 +297,20 @@ def test_refresh_on_a_terminal_redraws_a_progress_line_then_prints_the_result(sp
     terminal = Terminal()
     assert cli.refresh_views(spark, [view], False, terminal) == (1, 0)
     drawn = terminal.getvalue()
-    assert f"| refresh {view}" in drawn and "\r\033[K" in drawn
+    assert f"| refresh {view} (" in drawn and "\r\033[K" in drawn  # with the phase it is in
     assert drawn.rsplit("\r\033[K", 1)[1].startswith(f"refresh {view}: INCREMENTAL")
+
+
+def test_a_refresh_reports_each_phase_it_enters_to_whoever_watches(spark, given):
+    source = given.source(("a", "00:01", 4))
+    view = given.view(source)
+    given.insert(source, ("b", "00:02", 5))
+    seen = []
+    with refresh.watching(lambda name, phase: seen.append((name, phase))):
+        refresh.refresh(spark, view)
+    assert seen == [(view, phase) for phase in refresh.PHASES]
+    refresh.refresh(spark, view)
+    assert len(seen) == len(refresh.PHASES)  # no longer watched
 
 
 def test_refresh_due_refreshes_only_the_views_their_schedule_says_are_due(run, given):
@@ -421,7 +446,7 @@ def test_the_installed_command_plans_a_deploy_of_the_repositorys_catalog(tmp_pat
     assert lines[0] == "mv deploy catalog would:"
     assert lines[1].split()[:2] == ["run", "CREATE"]
     created = [line.split()[1] for line in lines if line.startswith("  create")]
-    assert sorted(created) == ["bidder_sessions", "bids_per_day", "bids_per_hour", "hot_auctions"]
-    assert created.index("bids_per_hour") < created.index("bids_per_day")
-    assert lines[-1].startswith("4 to create, 0 to replace, 0 unchanged.")
-    assert not (tmp_path / "mv_home" / "warehouse" / "demo_bids").exists()
+    assert sorted(created) == CATALOG_VIEWS
+    assert created.index("hot_items") < created.index("hot_items_peak")
+    assert lines[-1].startswith("5 to create, 0 to replace, 0 unchanged.")
+    assert not (tmp_path / "mv_home" / "warehouse" / "bids").exists()

@@ -1,0 +1,7 @@
+-- Nexmark q11, user sessions: each bidder's runs of bids at most 10 minutes apart (SESSION).
+-- No watermark: a SESSION view with one is refreshed in full.
+CREATE MATERIALIZED VIEW user_sessions
+  SCHEDULE EVERY 15 MINUTES
+AS SELECT bidder, window_start, window_end, count(*) AS bids, max(price) AS highest
+   FROM SESSION(TABLE(bids) PARTITION BY bidder, DESCRIPTOR(date_time), INTERVAL '10' MINUTES)
+   GROUP BY bidder, window_start, window_end
