@@ -3,7 +3,7 @@ package io.mvengine
 import scala.util.Try
 
 import org.apache.spark.sql.catalyst.FunctionIdentifier
-import org.apache.spark.sql.catalyst.analysis.{FunctionRegistry, UnresolvedAlias, UnresolvedAttribute, UnresolvedFunction, UnresolvedStar}
+import org.apache.spark.sql.catalyst.analysis.{FunctionRegistry, UnresolvedAlias, UnresolvedAttribute, UnresolvedFunction, UnresolvedHaving, UnresolvedStar}
 import org.apache.spark.sql.catalyst.expressions.{Add, Alias, And, Ascending, CurrentRow, EqualTo, Expression, GreaterThan, GreaterThanOrEqual, Greatest, IsNotNull, IntegralDivide, Least, LessThanOrEqual, Literal, MonotonicallyIncreasingID, Multiply, NamedArgumentExpression, NamedExpression, Pmod, RangeFrame, RowFrame, SortOrder, SpecifiedWindowFrame, Subtract, UnspecifiedFrame, WindowExpression, WindowFrame, WindowSpecDefinition}
 import org.apache.spark.sql.catalyst.util.toPrettySQL
 import org.apache.spark.sql.catalyst.plans.Inner
@@ -44,9 +44,13 @@ object EkuiperWindows {
   private case class Call(name: String, args: Seq[Expression], time: Expression,
                           filter: Option[Expression], when: Option[Expression])
 
-  def rewrite(plan: LogicalPlan): LogicalPlan = plan.transformUpWithSubqueries {
-    case a: Aggregate if a.groupingExpressions.exists(e => call(e).isDefined) => rewriteAggregate(a)
+  def rewrite(plan: LogicalPlan): LogicalPlan = plan.transformDownWithSubqueries {
+    // HAVING filters groups, so its aggregate stays one (no window-frame form).
+    case h @ UnresolvedHaving(_, a: Aggregate) if isWindowed(a) => h.copy(child = rewriteAggregate(a, framable = false))
+    case a: Aggregate if isWindowed(a) => rewriteAggregate(a, framable = true)
   }
+
+  private def isWindowed(a: Aggregate): Boolean = a.groupingExpressions.exists(e => call(e).isDefined)
 
   private def functionName(e: Expression): Option[String] = e match {
     case f: UnresolvedFunction if f.nameParts.size == 1 && Arity.contains(f.nameParts.head.toUpperCase) =>
@@ -81,7 +85,7 @@ object EkuiperWindows {
     Call(name, positional, time, f.filter, when)
   }
 
-  private def rewriteAggregate(a: Aggregate): LogicalPlan = {
+  private def rewriteAggregate(a: Aggregate, framable: Boolean): LogicalPlan = {
     val calls = a.groupingExpressions.flatMap(call)
     if (calls.size > 1) throw WindowErrors.ekuiperMoreThanOne(calls.map(_.name))
     val c = calls.head
@@ -89,8 +93,8 @@ object EkuiperWindows {
     // FILTER(WHERE ...) runs before windowing; a NULL event time drops the row (DESIGN.md rule 8).
     val input = Filter(IsNotNull(c.time), c.filter.map(Filter(_, a.child)).getOrElse(a.child))
     c.name match {
-      case "COUNTWINDOW" => countWindow(a, c, keys, input)
-      case "SLIDINGWINDOW" => slidingWindow(a, c, keys, input)
+      case "COUNTWINDOW" => countWindow(a, c, keys, input, framable)
+      case "SLIDINGWINDOW" => slidingWindow(a, c, keys, input, framable)
       case name =>
         val unit = timeUnit(c)
         val sizes = c.args.tail.map(e => unit * positive(c, e))
@@ -107,11 +111,12 @@ object EkuiperWindows {
   }
 
   /** One window per triggering event t: the events in (t - size, t + delay]. */
-  private def slidingWindow(a: Aggregate, c: Call, keys: Seq[Expression], input: LogicalPlan): LogicalPlan = {
+  private def slidingWindow(a: Aggregate, c: Call, keys: Seq[Expression], input: LogicalPlan,
+                            framable: Boolean): LogicalPlan = {
     val unit = timeUnit(c)
     val size = unit * positive(c, c.args(1))
     val delay = c.args.lift(2).map(e => unit * nonNegative(c, e)).getOrElse(0L)
-    if (keys.isEmpty) {
+    if (keys.isEmpty && framable) {
       val base = Project(Seq(UnresolvedStar(None), Alias(TimeMicros(c.time), "_mv_micros")()), input)
       val frame = SpecifiedWindowFrame(RangeFrame, Literal(1L - size), if (delay == 0) CurrentRow else Literal(delay))
       val order = Seq(SortOrder(UnresolvedAttribute("_mv_micros"), Ascending))
@@ -131,7 +136,8 @@ object EkuiperWindows {
   }
 
   /** Windows of the rows j - n + 1 .. j, for j = m, 2m, ... from n up to the row count. */
-  private def countWindow(a: Aggregate, c: Call, keys: Seq[Expression], input: LogicalPlan): LogicalPlan = {
+  private def countWindow(a: Aggregate, c: Call, keys: Seq[Expression], input: LogicalPlan,
+                          framable: Boolean): LogicalPlan = {
     val n = positive(c, c.args(0))
     val m = c.args.lift(1).map(positive(c, _)).getOrElse(n)
     if (m > n) throw WindowErrors.ekuiperIntervalAboveSize(n, m)
@@ -139,7 +145,7 @@ object EkuiperWindows {
     def attr(name: String) = UnresolvedAttribute(name)
     val tie = Project(Seq(UnresolvedStar(None), Alias(fn("hash", UnresolvedStar(None)), "_mv_tie")()), input)
     val order = Seq(SortOrder(c.time, Ascending), SortOrder(attr("_mv_tie"), Ascending))
-    if (keys.isEmpty) {
+    if (keys.isEmpty && framable) {
       val row = Alias(WindowExpression(fn("row_number"), WindowSpecDefinition(Nil, order, UnspecifiedFrame)), "_mv_row")()
       val frame = SpecifiedWindowFrame(RowFrame, Literal(1 - n.toInt), CurrentRow)
       val first = WindowExpression(fn("min", c.time), WindowSpecDefinition(Nil, order, frame))
@@ -159,7 +165,13 @@ object EkuiperWindows {
       Join(numbered, copies, Inner, None, JoinHint.NONE))
     val kept = Filter(LessThanOrEqual(attr("_mv_window"), Least(Seq(Subtract(Add(row, Literal(n)), Literal(1L)),
       attr("_mv_rows")))), assigned)
-    Aggregate(keys :+ attr("_mv_window"), withBounds(a, fn("min", c.time), fn("max", c.time)), kept)
+    // The window's own first and last times, not those of one key's rows in it.
+    val whole = WindowSpecDefinition(Seq(attr("_mv_window")), Nil, UnspecifiedFrame)
+    val bounded = Project(Seq(UnresolvedStar(None),
+      Alias(WindowExpression(fn("min", c.time), whole), "_mv_window_start")(),
+      Alias(WindowExpression(fn("max", c.time), whole), "_mv_window_end")()), kept)
+    val (start, end) = (attr("_mv_window_start"), attr("_mv_window_end"))
+    Aggregate(keys ++ Seq(attr("_mv_window"), start, end), withBounds(a, start, end), bounded)
   }
 
   /**
