@@ -161,3 +161,56 @@ def sessions(rows: Iterable[Any], gap: int, time: Callable[[Any], int | None],
 def _session(members: list[Any], gap: int, time: Callable[[Any], int]) -> list[tuple[Any, int, int, int]]:
     start, end = time(members[0]), time(members[-1]) + gap
     return [(row, start, end, end - 1) for row in members]
+
+
+# eKuiper's windows over a whole input (docs/windows.md, "eKuiper windows"): the engine's readings,
+# written from the rules as documented, on times in any one unit.
+
+def ekuiper_sliding(times: list[int], size: int, delay: int = 0) -> list[tuple[int, list[int]]]:
+    """One window per event t: the indices of the events in (t - size, t + delay].
+
+    Example:
+        >>> ekuiper_sliding([1, 4, 8], 5)
+        [(1, [0]), (4, [0, 1]), (8, [1, 2])]
+    """
+    return [(t, [i for i, u in enumerate(times) if t - size < u <= t + delay]) for t in times]
+
+
+def ekuiper_count(n_rows: int, n: int, m: int) -> list[list[int]]:
+    """COUNTWINDOW(n, m) over rows 0..n_rows-1 in time order: rows j-n..j-1 for j = m, 2m, ... with n <= j <= n_rows.
+
+    Example (eKuiper's walk-through of COUNTWINDOW(5, 2): the window at event 6 holds events 2..6):
+        >>> ekuiper_count(7, 5, 2)
+        [[1, 2, 3, 4, 5]]
+    """
+    return [list(range(j - n, j)) for j in range(m, n_rows + 1, m) if j >= n]
+
+
+def ekuiper_session(times: list[int], max_duration: int, timeout: int) -> list[tuple[int, int, list[int]]]:
+    """SESSIONWINDOW over sorted times: (start, end, member indices). A session from s ends at
+    last + timeout when the next event is more than timeout later, or at the check
+    c = floor(s / max) * max + 2 * max (the first multiple of max with c - max > s) once an event at
+    or after c arrives, whichever is earlier.
+
+    Example (max 10, timeout 4):
+        >>> ekuiper_session([1, 4, 8, 11, 14, 17, 21], 10, 4)
+        [(1, 20, [0, 1, 2, 3, 4, 5]), (21, 25, [6])]
+    """
+    sessions: list[tuple[int, int, list[int]]] = []
+    members: list[int] = []
+    start = last = 0
+    for i, t in enumerate(times):
+        if members:
+            check = (start // max_duration) * max_duration + 2 * max_duration
+            ends = [last + timeout] if t - last > timeout else []
+            ends += [check] if t >= check else []
+            if ends:
+                sessions.append((start, min(ends), members))
+                members = []
+        if not members:
+            start = t
+        members.append(i)
+        last = t
+    if members:
+        sessions.append((start, last + timeout, members))
+    return sessions

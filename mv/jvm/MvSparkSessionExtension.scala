@@ -34,6 +34,8 @@ class MvSparkSessionExtension extends (SparkSessionExtensions => Unit) {
     // built from SQL, while analysed; they become one WindowTableFunction node once resolved.
     extensions.injectResolutionRule(_ => ResolveWindowTableFunctions.Bind)
     extensions.injectResolutionRule(_ => ResolveWindowTableFunctions.Validate)
+    // eKuiper's windows without other keys compute their select list, then drop helper columns.
+    extensions.injectResolutionRule(_ => DropColumns)
     // A filter on the window columns also bounds the time column, so Delta can skip files.
     extensions.injectOptimizerRule(_ => PushWindowFiltersToTimeColumn)
     // The node runs as Spark's own Project / Expand / Filter / UpdatingSessions operators.

@@ -3,6 +3,7 @@ package io.mvengine
 import org.apache.spark.sql.catalyst.expressions.{And, Attribute, BinaryComparison, EqualTo, Expression, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual, Literal, Or, PredicateHelper}
 import org.apache.spark.sql.catalyst.plans.logical.{Filter, LogicalPlan}
 import org.apache.spark.sql.catalyst.rules.Rule
+import org.apache.spark.sql.types.LongType
 
 /**
  * A filter on window_start, window_end or window_time above TUMBLE, HOP or CUMULATE also bounds
@@ -70,7 +71,8 @@ object PushWindowFiltersToTimeColumn extends Rule[LogicalPlan] with PredicateHel
   private def timeRange(predicate: Expression, w: WindowTableFunction): Seq[Expression] = {
     val t = w.timeColumn
     def at(micros: Long): Expression = Literal(micros, t.dataType)
-    val size = w.spec.maxWindowLength
+    // BIGINT time columns count milliseconds, as do their window columns.
+    val size = if (t.dataType == LongType) (w.spec.maxWindowLength + 999) / 1000 else w.spec.maxWindowLength
     comparison(predicate).toSeq.flatMap {
       case (a, op, x) if a.exprId == w.windowStart.exprId && a.dataType == t.dataType => op match {
         case Ge => Seq(GreaterThanOrEqual(t, at(x)))

@@ -7,7 +7,7 @@ import org.apache.spark.sql.catalyst.expressions.{AttributeReference, Expression
 import org.apache.spark.sql.catalyst.plans.logical.{Filter, LogicalPlan}
 import org.apache.spark.sql.catalyst.rules.Rule
 import org.apache.spark.sql.internal.SQLConf
-import org.apache.spark.sql.types.{CalendarIntervalType, DataType, DayTimeIntervalType, TimestampNTZType, TimestampType, YearMonthIntervalType}
+import org.apache.spark.sql.types.{CalendarIntervalType, DataType, DayTimeIntervalType, LongType, TimestampNTZType, TimestampType, YearMonthIntervalType}
 import org.apache.spark.unsafe.types.CalendarInterval
 
 /**
@@ -96,6 +96,7 @@ object ResolveWindowTableFunctions {
     val zone = time.dataType match {
       case TimestampType => Some(SQLConf.get.sessionLocalTimeZone)
       case TimestampNTZType => None
+      case LongType => Some(SQLConf.get.sessionLocalTimeZone)  // epoch milliseconds: an instant
       case other => throw WindowErrors.timeNotTimestamp(kind, time.sql, other.sql)
     }
     val spec = windowSpec(call, zone)
@@ -132,6 +133,8 @@ object ResolveWindowTableFunctions {
       case WindowKind.Session =>
         val gap = micros("GAP")
         WindowSpec(call.kind, gap, gap, 0L, zone)
+      case WindowKind.EkuiperSession =>
+        WindowSpec(call.kind, micros("SIZE"), micros("GAP"), 0L, zone)
     }
   }
 

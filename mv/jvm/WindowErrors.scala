@@ -26,6 +26,8 @@ object WindowErrors {
     "MV_WINDOW_INTERVAL" -> Seq("NOT_CONSTANT", "NOT_DAY_TIME", "NOT_POSITIVE",
       "SIZE_NOT_MULTIPLE_OF_STEP", "TOO_MANY_WINDOWS_PER_ROW"),
     "MV_WINDOW_COLUMN_CONFLICT" -> Nil,
+    "MV_EKUIPER_WINDOW" -> Seq("UNKNOWN_UNIT", "ARGUMENTS", "NOT_POSITIVE", "INTERVAL_ABOVE_SIZE",
+      "BAD_OVER", "MORE_THAN_ONE", "TIME_NOT_TIMESTAMP"),
     "MV_WINDOW_DESCRIPTOR_MISPLACED" -> Nil,
     "MV_WINDOW_INTERNAL" -> Nil)
 
@@ -112,7 +114,7 @@ object WindowErrors {
 
   def timeNotTimestamp(kind: WindowKind, column: String, dataType: String): AnalysisException =
     error("MV_WINDOW_TIME_COLUMN.NOT_TIMESTAMP",
-      s"${kind.name}: the time column $column is $dataType, not TIMESTAMP or TIMESTAMP_NTZ.",
+      s"${kind.name}: the time column $column is $dataType, not TIMESTAMP, TIMESTAMP_NTZ or BIGINT (epoch milliseconds).",
       s"Convert it in a subquery, e.g. TABLE(SELECT *, CAST($column AS TIMESTAMP) AS ts FROM t).",
       "function" -> kind.name, "column" -> column, "type" -> dataType)
 
@@ -168,4 +170,41 @@ object WindowErrors {
       s"The window table function $name reached Spark's function registry without being rewritten.",
       "This is a bug in the engine's Spark extension; please report the query.",
       "function" -> name)
+
+  private val ekuiperUsage = "Call it as TUMBLINGWINDOW(unit, size), HOPPINGWINDOW(unit, size, hop), " +
+    "SLIDINGWINDOW(unit, size[, delay]), SESSIONWINDOW(unit, maxDuration, timeout) or COUNTWINDOW(n[, m])."
+
+  def ekuiperUnknownUnit(function: String, unit: String): AnalysisException =
+    error("MV_EKUIPER_WINDOW.UNKNOWN_UNIT", s"$function: unknown time unit $unit.",
+      "Use one of DD, HH, MI, SS, MS, e.g. TUMBLINGWINDOW(ss, 10).", "function" -> function, "unit" -> unit)
+
+  def ekuiperArguments(function: String, problem: String): AnalysisException =
+    error("MV_EKUIPER_WINDOW.ARGUMENTS", s"$function: $problem.", ekuiperUsage,
+      "function" -> function, "problem" -> problem)
+
+  def ekuiperNotPositive(function: String, got: String): AnalysisException =
+    error("MV_EKUIPER_WINDOW.NOT_POSITIVE", s"$function: sizes must be positive integers, got $got.",
+      "Use a whole number above zero, e.g. COUNTWINDOW(5) or TUMBLINGWINDOW(ss, 10).",
+      "function" -> function, "given" -> got)
+
+  def ekuiperIntervalAboveSize(n: Long, m: Long): AnalysisException =
+    error("MV_EKUIPER_WINDOW.INTERVAL_ABOVE_SIZE",
+      s"COUNTWINDOW($n, $m): the interval $m is larger than the window length $n.",
+      "eKuiper requires interval <= length, e.g. COUNTWINDOW(5, 2).", "count" -> n.toString, "interval" -> m.toString)
+
+  def ekuiperBadOver(function: String): AnalysisException =
+    error("MV_EKUIPER_WINDOW.BAD_OVER", s"$function: only SLIDINGWINDOW takes OVER(WHEN condition).",
+      "Write SLIDINGWINDOW(ss, 1) OVER(WHEN cond), or move the condition into FILTER(WHERE ...).",
+      "function" -> function)
+
+  def ekuiperMoreThanOne(functions: Seq[String]): AnalysisException =
+    error("MV_EKUIPER_WINDOW.MORE_THAN_ONE",
+      s"GROUP BY has ${functions.size} window functions (${functions.mkString(", ")}); at most one is allowed.",
+      "Keep one window function; group by other columns as usual.", "functions" -> functions.mkString(", "))
+
+  def ekuiperTimeNotTimestamp(column: String, dataType: String): AnalysisException =
+    error("MV_EKUIPER_WINDOW.TIME_NOT_TIMESTAMP",
+      s"The event time column $column is $dataType, not TIMESTAMP, TIMESTAMP_NTZ or BIGINT (epoch milliseconds).",
+      s"Name another column with TIMECOL => column, or set ${EkuiperWindows.TimestampConf}.",
+      "column" -> column, "type" -> dataType)
 }

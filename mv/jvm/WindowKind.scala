@@ -14,7 +14,7 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
  */
 sealed abstract class WindowKind(val name: String, val arguments: Seq[String], val required: Int,
                                  val usage: String, val description: String) {
-  def isSession: Boolean = this == WindowKind.Session
+  def isSession: Boolean = this == WindowKind.Session || this == WindowKind.EkuiperSession
 
   /** How SHOW FUNCTIONS and DESCRIBE FUNCTION present it. */
   def registration: (FunctionIdentifier, ExpressionInfo, Seq[Expression] => LogicalPlan) = (
@@ -42,6 +42,15 @@ object WindowKind {
   case object Session extends WindowKind("SESSION", Data ++ Seq("GAP"), 3,
     "SESSION(TABLE(data) [PARTITION BY key, ...], DESCRIPTOR(timecol), gap)",
     "Groups each key's rows into sessions that close after gap without rows.")
+
+  /**
+   * eKuiper's SESSIONWINDOW(unit, maxDuration, timeout) over the whole input: the window table
+   * function behind [[EkuiperWindows]], not callable by name. SIZE is the maximum duration, GAP the
+   * timeout.
+   */
+  case object EkuiperSession extends WindowKind("SESSIONWINDOW", Data ++ Seq("SIZE", "GAP"), 4,
+    "SESSIONWINDOW(unit, maxDuration, timeout) in GROUP BY",
+    "Sessions closing after timeout without events, cut at multiples of maxDuration once longer than it.")
 
   val all: Seq[WindowKind] = Seq(Tumble, Hop, Cumulate, Session)
 

@@ -11,7 +11,7 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
 import org.apache.spark.sql.types.{DataType, StructType}
 
 /**
- * Spark's parser, plus two things for window functions.
+ * Spark's parser, plus three things for window functions.
  *
  * Window function calls are bound to a [[WindowTableFunctionCall]] as soon as a statement is
  * parsed ([[ResolveWindowTableFunctions.Bind]]), before any analyzer rule can misread their
@@ -25,11 +25,14 @@ import org.apache.spark.sql.types.{DataType, StructType}
  * Spark's grammar wants `TUMBLE(TABLE(Bid), ...)` without the outer `TABLE(...)`. Only a statement
  * Spark rejects is rewritten (see [[FlinkWindowSyntax]]), and if the rewrite does not parse either,
  * Spark's original error is raised, so every statement Spark accepts means what it always meant.
+ *
+ * And eKuiper's window functions in GROUP BY ([[EkuiperWindows]]), with Lenses' duration literals
+ * and eKuiper's `OVER(WHEN ...)` made parseable first ([[DialectSyntax]]).
  */
 class WindowSqlParser(delegate: ParserInterface) extends ParserInterface {
 
   override def parsePlan(sqlText: String): LogicalPlan =
-    ResolveWindowTableFunctions.Bind(parseWithFlinkSyntax(sqlText))
+    ResolveWindowTableFunctions.Bind(EkuiperWindows.rewrite(parseWithFlinkSyntax(DialectSyntax.rewrite(sqlText))))
 
   private def parseWithFlinkSyntax(sqlText: String): LogicalPlan = {
     val parsed = try Right(delegate.parsePlan(sqlText)) catch { case e: ParseException => Left(e) }
@@ -70,7 +73,7 @@ class WindowSqlParser(delegate: ParserInterface) extends ParserInterface {
  */
 object FlinkWindowSyntax {
 
-  private case class Token(text: String, isWord: Boolean) {
+  private[mvengine] case class Token(text: String, isWord: Boolean) {
     def is(word: String): Boolean = isWord && text.equalsIgnoreCase(word)
     def isSpace: Boolean = text.isEmpty || text.head.isWhitespace || text.startsWith("--") || text.startsWith("/*")
   }
@@ -121,7 +124,7 @@ object FlinkWindowSyntax {
     last
   }
 
-  private def matchingClose(tokens: IndexedSeq[Token], open: Int): Option[Int] = {
+  private[mvengine] def matchingClose(tokens: IndexedSeq[Token], open: Int): Option[Int] = {
     var depth = 0
     (open until tokens.size).find { j =>
       if (tokens(j).text == "(") depth += 1
@@ -130,7 +133,7 @@ object FlinkWindowSyntax {
     }
   }
 
-  private def tokenize(sql: String): IndexedSeq[Token] = {
+  private[mvengine] def tokenize(sql: String): IndexedSeq[Token] = {
     val tokens = mutable.ArrayBuffer[Token]()
     var i = 0
     def take(end: Int, isWord: Boolean): Unit = { tokens += Token(sql.substring(i, end), isWord); i = end }

@@ -1,7 +1,8 @@
 package io.mvengine
 
-import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, CreateNamedStruct, Expression, GetStructField, LessThan, Literal, NamedExpression}
+import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, CreateNamedStruct, Expression, GetStructField, LessThan, Literal, NamedExpression}
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
+import org.apache.spark.sql.types.LongType
 import org.apache.spark.sql.execution.{ExpandExec, FilterExec, ProjectExec, SparkPlan, SparkStrategy}
 import org.apache.spark.sql.execution.aggregate.UpdatingSessionsExec
 
@@ -47,7 +48,18 @@ object WindowTableFunctionStrategy extends SparkStrategy {
         }
         FilterExec(LessThan(w.timeColumn, w.windowEnd), ExpandExec(projections, w.output, child))
       case WindowKind.Session => planSession(w, bounds, child)
+      case WindowKind.EkuiperSession => planEkuiperSession(w, bounds, child)
     }
+  }
+
+  /** eKuiper's sessions over the whole input, on the aligned clock, then back to the time type. */
+  private def planEkuiperSession(w: WindowTableFunction, bounds: WindowBounds, child: SparkPlan): SparkPlan = {
+    val aligned = Alias(bounds.aligned, "_aligned_time")()
+    val prepared = ProjectExec(child.output :+ aligned, child)
+    val Seq(start, end) = Seq("_session_start", "_session_end").map(AttributeReference(_, LongType, nullable = false)())
+    val sessions = EkuiperSessionExec(w.spec.step, w.spec.size, aligned.toAttribute, start, end, prepared)
+    val endTime = bounds.toTime(end)
+    ProjectExec(child.output ++ aliased(w, Seq(bounds.toTime(start), endTime, bounds.windowTime(endTime))), sessions)
   }
 
   private def planSession(w: WindowTableFunction, bounds: WindowBounds, child: SparkPlan): SparkPlan = {
