@@ -34,6 +34,12 @@ class MvSparkSessionExtension extends (SparkSessionExtensions => Unit) {
     // built from SQL, while analysed; they become one WindowTableFunction node once resolved.
     extensions.injectResolutionRule(_ => ResolveWindowTableFunctions.Bind)
     extensions.injectResolutionRule(_ => ResolveWindowTableFunctions.Validate)
+    // Esper's data windows (WIN_LENGTH, STD_UNIQUE, ...): bound like the TVFs, then rewritten into
+    // Spark's window functions, filters and generators; its derived-value windows are aggregates.
+    EsperWindowKind.all.foreach(kind => extensions.injectTableFunction(kind.registration))
+    extensions.injectResolutionRule(_ => EsperDataWindows.Bind)
+    extensions.injectResolutionRule(_ => EsperDataWindows.Rewrite)
+    EsperAggregates.all.foreach(extensions.injectFunction)
     // A filter on the window columns also bounds the time column, so Delta can skip files.
     extensions.injectOptimizerRule(_ => PushWindowFiltersToTimeColumn)
     // The node runs as Spark's own Project / Expand / Filter / UpdatingSessions operators.

@@ -29,7 +29,7 @@ import org.apache.spark.sql.types.{DataType, StructType}
 class WindowSqlParser(delegate: ParserInterface) extends ParserInterface {
 
   override def parsePlan(sqlText: String): LogicalPlan =
-    ResolveWindowTableFunctions.Bind(parseWithFlinkSyntax(sqlText))
+    EsperDataWindows.Bind(ResolveWindowTableFunctions.Bind(parseWithFlinkSyntax(sqlText)))
 
   private def parseWithFlinkSyntax(sqlText: String): LogicalPlan = {
     val parsed = try Right(delegate.parsePlan(sqlText)) catch { case e: ParseException => Left(e) }
