@@ -132,3 +132,36 @@ def sort(rows: list[Event], n: int, value: Callable[[Event], Any]) -> list[int]:
         if len(window) > n:
             window.pop()
     return sorted(rid for _, _, rid in window)
+
+
+def time_length_batch(rows: list[Event], size: int, count: int) -> list[tuple[tuple[int, int], list[int]]]:
+    """win:time_length_batch(size, count): released after size or at the count-th event, whichever first.
+
+    Keyed by (interval start, release time). A release by count restarts the interval at that event;
+    a release by time starts the next interval at once if this or the previous interval had events.
+    The last batch, still open, is keyed by its interval's end.
+    """
+    out: list[tuple[tuple[int, int], list[int]]] = []
+    batch: list[int] = []
+    deadline = start = None
+    previous_had_events = False
+    for rid, t, _ in ordered(rows):
+        while deadline is not None and t >= deadline:
+            had_events = bool(batch)
+            if batch:
+                out.append(((start, deadline), batch))
+                batch = []
+            if had_events or previous_had_events:
+                start, deadline = deadline, deadline + size
+            else:
+                deadline = None
+            previous_had_events = had_events
+        if deadline is None:
+            start, deadline = t, t + size
+        batch.append(rid)
+        if len(batch) == count:
+            out.append(((start, t + 1), batch))
+            batch, previous_had_events, start, deadline = [], True, t, t + size
+    if batch:
+        out.append(((start, deadline), batch))
+    return out

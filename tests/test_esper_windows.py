@@ -166,6 +166,31 @@ def test_start_eager_also_emits_empty_batches_before_a_groups_first_row(spark, t
     assert msft == {at(0): 1, at(4): 0, at(8): 0}, "batches align on the table's first row, not MSFT's"
 
 
+def test_time_length_batch_releases_at_count_or_at_the_end_of_the_interval(spark):
+    # time_length_batch(10 sec, 2): the 2nd row releases at once and restarts the interval; the row
+    # at 2 s waits for the interval's end at 11 s; after two empty intervals the row at 45 s opens one
+    create_view(spark, "bursts", [(1, 0, "a", 1.0, 1), (2, 1, "a", 1.0, 1), (3, 2, "a", 1.0, 1),
+                                  (4, 45, "a", 1.0, 1)])
+    got = windows(spark, "WIN_TIME_LENGTH_BATCH(TABLE(bursts), DESCRIPTOR(ts), 10, 2)",
+                  "window_seq, window_start, window_end")
+    tick = dt.timedelta(microseconds=1)
+    assert got == {(1, at(0), at(1) + tick): [1, 2], (2, at(1), at(11)): [3], (3, at(45), at(55)): [4]}
+
+
+def test_time_length_batch_matches_the_reference_per_group(spark, ticks):
+    # time_length_batch(1 sec, 100) in Esper; here 3 seconds or 2 rows, per symbol and over all rows
+    for table, keys in (("TABLE(ticks)", ""), ("TABLE(ticks) PARTITION BY symbol", "symbol, ")):
+        got = windows(spark, f"WIN_TIME_LENGTH_BATCH({table}, DESCRIPTOR(ts), 3, 2)",
+                      f"{keys}window_start, window_end")
+        expected = {}
+        for symbol in (("GE", "IBM", "MSFT") if keys else (None,)):
+            events = [e for e in EVENTS if symbol in (None, e[2])]
+            for (start, end), members in ref.time_length_batch(events, 3 * SECOND, 2):
+                window = (at(0) + dt.timedelta(microseconds=start), at(0) + dt.timedelta(microseconds=end))
+                expected[(symbol, *window) if keys else window] = sorted(members)
+        assert got == expected
+
+
 def test_expr_batch_releases_a_batch_at_each_row_meeting_the_condition(spark, ticks):
     # select * from MyEvent#expr_batch(myvalue = 'postme'), here symbol = 'IBM'; the last batch is still open
     got = windows(spark, "WIN_EXPR_BATCH(TABLE(ticks), DESCRIPTOR(ts), symbol = 'IBM')", "window_seq")
@@ -257,7 +282,7 @@ CALLS = [
     "WIN_LENGTH({t}, DESCRIPTOR(ts), 2)", "WIN_TIME({t}, DESCRIPTOR(ts), 2)", "WIN_EXT_TIMED({t}, DESCRIPTOR(ts), 2)",
     "WIN_TIME_ACCUM({t}, DESCRIPTOR(ts), 2)", "WIN_LENGTH_BATCH({t}, DESCRIPTOR(ts), 2)",
     "WIN_TIME_BATCH({t}, DESCRIPTOR(ts), 2)", "WIN_TIME_BATCH({t}, DESCRIPTOR(ts), 2, 0, 'START_EAGER')",
-    "WIN_EXT_TIMED_BATCH({t}, DESCRIPTOR(ts), 2)", "WIN_EXPR_BATCH({t}, DESCRIPTOR(ts), price > 20)",
+    "WIN_EXT_TIMED_BATCH({t}, DESCRIPTOR(ts), 2)", "WIN_TIME_LENGTH_BATCH({t}, DESCRIPTOR(ts), 2, 2)", "WIN_EXPR_BATCH({t}, DESCRIPTOR(ts), price > 20)",
     "WIN_KEEPALL({t}, DESCRIPTOR(ts))", "WIN_FIRSTLENGTH({t}, DESCRIPTOR(ts), 2)",
     "WIN_FIRSTTIME({t}, DESCRIPTOR(ts), 2)", "STD_UNIQUE({t}, DESCRIPTOR(ts), DESCRIPTOR(symbol))",
     "STD_FIRSTUNIQUE({t}, DESCRIPTOR(ts), DESCRIPTOR(symbol))", "STD_LASTEVENT({t}, DESCRIPTOR(ts))",
@@ -281,7 +306,7 @@ def test_rows_with_a_null_time_are_dropped(spark, ticks, call):
 
 @pytest.mark.parametrize("time_type", ["TIMESTAMP", "TIMESTAMP_NTZ"])
 def test_window_columns_have_the_time_columns_type(spark, ticks, time_type):
-    for call in ("WIN_LENGTH(TABLE(t), DESCRIPTOR(ts), 2)", "WIN_TIME_BATCH(TABLE(t), DESCRIPTOR(ts), 2, 0, "
+    for call in ("WIN_LENGTH(TABLE(t), DESCRIPTOR(ts), 2)", "WIN_TIME_LENGTH_BATCH(TABLE(t), DESCRIPTOR(ts), 2, 2)", "WIN_TIME_BATCH(TABLE(t), DESCRIPTOR(ts), 2, 0, "
                  "'FORCE_UPDATE')", "WIN_TIME(TABLE(t), DESCRIPTOR(ts), 2)"):
         sql = (f"WITH t AS (SELECT id, CAST(ts AS {time_type}) AS ts, price FROM ticks) "
                f"SELECT window_start, window_end, window_time FROM {call}")

@@ -60,6 +60,9 @@ object EsperWindowKind {
   case object ExtTimedBatch extends EsperWindowKind("WIN_EXT_TIMED_BATCH", "ext_timed_batch",
     Data ++ Seq("SIZE", "REFERENCE"), 3, call("WIN_EXT_TIMED_BATCH", "size [, reference]"),
     "Same as WIN_TIME_BATCH without flow control.", Windowed)
+  case object TimeLengthBatch extends EsperWindowKind("WIN_TIME_LENGTH_BATCH", "time_length_batch",
+    Data ++ Seq("SIZE", "COUNT"), 4, call("WIN_TIME_LENGTH_BATCH", "size, count"),
+    "Batches released after size or at count rows, whichever comes first.", Counted)
   case object ExprBatch extends EsperWindowKind("WIN_EXPR_BATCH", "expr_batch",
     Data ++ Seq("EXPRESSION", "INCLUDE_TRIGGERING"), 3,
     call("WIN_EXPR_BATCH", "expression [, include_triggering]"),
@@ -89,7 +92,7 @@ object EsperWindowKind {
     "The top size rows by the ORDER BY criteria among the latest row per unique key.", Nil)
 
   val all: Seq[EsperWindowKind] = Seq(Length, Time, ExtTimed, TimeAccum, LengthBatch, TimeBatch, ExtTimedBatch,
-    ExprBatch, Keepall, FirstLength, FirstTime, Unique, FirstUnique, LastEvent, FirstEvent, Sort, Rank)
+    TimeLengthBatch, ExprBatch, Keepall, FirstLength, FirstTime, Unique, FirstUnique, LastEvent, FirstEvent, Sort, Rank)
 
   /** Kinds whose TABLE ORDER BY gives the sort criteria rather than tie-breakers. */
   val sorted: Set[EsperWindowKind] = Set(Sort, Rank)

@@ -54,6 +54,7 @@ class EsperWindowPlans(call: EsperWindowCall) {
       case TimeAccum => timeAccum(args.interval("SIZE"))
       case LengthBatch => countedBatches(lengthBatchNumber(args.count("SIZE")))
       case ExprBatch => countedBatches(exprBatchNumber(args.condition("EXPRESSION"), args.flag("INCLUDE_TRIGGERING")))
+      case TimeLengthBatch => timeLengthBatches(args.interval("SIZE"), args.count("COUNT"))
       case TimeBatch | ExtTimedBatch => timeBatches(args.interval("SIZE"), args.reference(), args.flowControl())
     }
   }
@@ -189,6 +190,14 @@ class EsperWindowPlans(call: EsperWindowCall) {
     val started = Project(referenced.output :+ start, referenced)
     if (!flow.forceUpdate) Project(columns ++ windowColumns(start.toAttribute, plus(start.toAttribute, size)), started)
     else emptyBatches(started, start.toAttribute, t.toAttribute, size, flow.startEager)
+  }
+
+  /** WIN_TIME_LENGTH_BATCH: batches numbered by the [[EsperTimeLengthBatch]] operator's replay. */
+  private def timeLengthBatches(size: Long, count: Long): LogicalPlan = {
+    val batchColumns = Seq("_batch", "_batch_start", "_batch_end").map(AttributeReference(_, LongType, nullable = false)())
+    val Seq(batch, start, end) = batchColumns
+    val replayed = EsperTimeLengthBatch(partition, eventOrder, micros, size, count, batchColumns, base)
+    Project(columns ++ windowColumns(start, end) :+ Alias(batch, "window_seq")(), replayed)
   }
 
   /**

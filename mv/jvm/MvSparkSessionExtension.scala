@@ -40,6 +40,8 @@ class MvSparkSessionExtension extends (SparkSessionExtensions => Unit) {
     extensions.injectResolutionRule(_ => EsperDataWindows.Bind)
     extensions.injectResolutionRule(_ => EsperDataWindows.Rewrite)
     EsperAggregates.all.foreach(extensions.injectFunction)
+    // time_length_batch replays each partition's rows in order, which no window function can do.
+    extensions.injectPlannerStrategy(_ => EsperTimeLengthBatchStrategy)
     // A filter on the window columns also bounds the time column, so Delta can skip files.
     extensions.injectOptimizerRule(_ => PushWindowFiltersToTimeColumn)
     // The node runs as Spark's own Project / Expand / Filter / UpdatingSessions operators.
