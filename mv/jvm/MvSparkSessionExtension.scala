@@ -36,6 +36,14 @@ class MvSparkSessionExtension extends (SparkSessionExtensions => Unit) {
     extensions.injectResolutionRule(_ => ResolveWindowTableFunctions.Validate)
     // eKuiper's windows without other keys compute their select list, then drop helper columns.
     extensions.injectResolutionRule(_ => DropColumns)
+    // Esper's data windows (WIN_LENGTH, STD_UNIQUE, ...): bound like the TVFs, then rewritten into
+    // Spark's window functions, filters and generators; its derived-value windows are aggregates.
+    EsperWindowKind.all.foreach(kind => extensions.injectTableFunction(kind.registration))
+    extensions.injectResolutionRule(_ => EsperDataWindows.Bind)
+    extensions.injectResolutionRule(_ => EsperDataWindows.Rewrite)
+    EsperAggregates.all.foreach(extensions.injectFunction)
+    // time_length_batch replays each partition's rows in order, which no window function can do.
+    extensions.injectPlannerStrategy(_ => EsperTimeLengthBatchStrategy)
     // A filter on the window columns also bounds the time column, so Delta can skip files.
     extensions.injectOptimizerRule(_ => PushWindowFiltersToTimeColumn)
     // The node runs as Spark's own Project / Expand / Filter / UpdatingSessions operators.

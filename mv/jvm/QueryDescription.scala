@@ -66,8 +66,14 @@ object QueryDescription {
     val shape = if (windows.nonEmpty && windowed) {
       reasons ++= windowReasons(plan, windows)
       "window"
-    } else if (windows.isEmpty && topAggregate(plan).isDefined) "aggregate"
-    else {
+    } else if (windows.isEmpty && topAggregate(plan).isDefined) {
+      // Through OVER (...) functions (Esper's data windows among them) a row's result depends on
+      // other rows, so neither signed partial aggregates nor recomputing changed keys is exact.
+      if (plan.exists(p => p.isInstanceOf[Window] || p.isInstanceOf[EsperTimeLengthBatch])) {
+        reasons += "ROWS_DEPEND_ON_OTHER_ROWS"
+      }
+      "aggregate"
+    } else {
       reasons += (if (windows.nonEmpty) "WINDOW_COLUMNS_NOT_IN_OUTPUT" else "NOT_WINDOWED_OR_AGGREGATED")
       "other"
     }

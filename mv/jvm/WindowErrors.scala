@@ -29,7 +29,7 @@ object WindowErrors {
     "MV_EKUIPER_WINDOW" -> Seq("UNKNOWN_UNIT", "ARGUMENTS", "NOT_POSITIVE", "INTERVAL_ABOVE_SIZE",
       "BAD_OVER", "MORE_THAN_ONE", "TIME_NOT_TIMESTAMP"),
     "MV_WINDOW_DESCRIPTOR_MISPLACED" -> Nil,
-    "MV_WINDOW_INTERNAL" -> Nil)
+    "MV_WINDOW_INTERNAL" -> Nil) ++ esperConditions
 
   private def error(errorClass: String, message: String, hint: String,
                     params: (String, String)*): AnalysisException = {
@@ -207,4 +207,132 @@ object WindowErrors {
       s"The event time column $column is $dataType, not TIMESTAMP, TIMESTAMP_NTZ or BIGINT (epoch milliseconds).",
       s"Name another column with TIMECOL => column, or set ${EkuiperWindows.TimestampConf}.",
       "column" -> column, "type" -> dataType)
+
+  // Esper data windows (EsperDataWindows.scala) and derived-value aggregates (EsperAggregates.scala).
+  // Argument errors reuse the classes above; what only Esper's windows can get wrong has its own.
+
+  private def esperConditions: Map[String, Seq[String]] = Map(
+    "MV_ESPER_WINDOW" -> Seq("COUNT_NOT_CONSTANT", "COUNT_NOT_POSITIVE", "COUNT_TOO_LARGE", "BAD_REFERENCE_POINT",
+      "UNKNOWN_FLOW_CONTROL", "SORT_CRITERIA_MISSING", "KEYS_NOT_COLUMNS", "STATEFUL_EXPRESSION",
+      "NOT_A_ROW_CONDITION", "NOT_A_BOOLEAN_CONSTANT"),
+    "MV_ESPER_AGGREGATE" -> Seq("WRONG_ARGUMENTS", "NOT_NUMERIC"))
+
+  private def esperUsage(kind: EsperWindowKind): String = s"Call it as ${kind.usage}."
+
+  def esperTooManyArguments(kind: EsperWindowKind, got: Int): AnalysisException =
+    error("MV_WINDOW_ARGUMENT.TOO_MANY", s"${kind.name} takes at most ${kind.arguments.size} arguments, got $got.",
+      esperUsage(kind), "function" -> kind.name, "given" -> got.toString)
+
+  def esperMissingArgument(kind: EsperWindowKind, name: String): AnalysisException =
+    error("MV_WINDOW_ARGUMENT.MISSING", s"${kind.name} needs the argument $name.", esperUsage(kind),
+      "function" -> kind.name, "argument" -> name)
+
+  def esperUnknownArgument(kind: EsperWindowKind, name: String): AnalysisException =
+    error("MV_WINDOW_ARGUMENT.UNKNOWN_NAME",
+      s"${kind.name} has no argument named $name; its arguments are ${kind.arguments.mkString(", ")}.",
+      esperUsage(kind), "function" -> kind.name, "argument" -> name)
+
+  def esperDuplicateArgument(kind: EsperWindowKind, name: String): AnalysisException =
+    error("MV_WINDOW_ARGUMENT.DUPLICATE", s"${kind.name} was given the argument $name twice.",
+      esperUsage(kind), "function" -> kind.name, "argument" -> name)
+
+  def esperPositionalAfterNamed(kind: EsperWindowKind): AnalysisException =
+    error("MV_WINDOW_ARGUMENT.POSITIONAL_AFTER_NAMED", s"${kind.name} got a positional argument after a named one.",
+      "Put positional arguments first, or name them all (DATA => ..., TIMECOL => ...).", "function" -> kind.name)
+
+  def esperDataNotATable(kind: EsperWindowKind, got: String): AnalysisException =
+    error("MV_WINDOW_ARGUMENT.DATA_NOT_A_TABLE", s"${kind.name}: DATA must be a table, got $got.",
+      "Pass TABLE(name), TABLE(SELECT ...) or a bare table name.", "function" -> kind.name, "given" -> got)
+
+  def esperTimeNotAColumn(kind: EsperWindowKind, got: String): AnalysisException =
+    error("MV_WINDOW_TIME_COLUMN.NOT_A_COLUMN", s"${kind.name}: TIMECOL must name one column, got $got.",
+      "Pass DESCRIPTOR(column) or the bare column name.", "function" -> kind.name, "given" -> got)
+
+  def esperTimeNotTimestamp(kind: EsperWindowKind, column: String, dataType: String): AnalysisException =
+    error("MV_WINDOW_TIME_COLUMN.NOT_TIMESTAMP",
+      s"${kind.name}: the time column $column is $dataType, not TIMESTAMP or TIMESTAMP_NTZ.",
+      s"Convert it in a subquery, e.g. TABLE(SELECT *, CAST($column AS TIMESTAMP) AS ts FROM t).",
+      "function" -> kind.name, "column" -> column, "type" -> dataType)
+
+  def esperIntervalNotConstant(kind: EsperWindowKind, argument: String, got: String): AnalysisException =
+    error("MV_WINDOW_INTERVAL.NOT_CONSTANT", s"${kind.name}: $argument must be a constant interval, got $got.",
+      "Use a literal such as INTERVAL '10' SECONDS, or a number of seconds as Esper allows (10).",
+      "function" -> kind.name, "argument" -> argument, "given" -> got)
+
+  def esperIntervalNotDayTime(kind: EsperWindowKind, argument: String, got: String): AnalysisException =
+    error("MV_WINDOW_INTERVAL.NOT_DAY_TIME",
+      s"${kind.name}: $argument must be a fixed duration, got the calendar interval $got.",
+      "Months and years vary in length; use days, hours, minutes or seconds, e.g. INTERVAL '30' DAYS.",
+      "function" -> kind.name, "argument" -> argument, "given" -> got)
+
+  def esperIntervalNotPositive(kind: EsperWindowKind, argument: String, got: String): AnalysisException =
+    error("MV_WINDOW_INTERVAL.NOT_POSITIVE", s"${kind.name}: $argument must be a positive interval, got $got.",
+      "Use a duration above zero, e.g. INTERVAL '10' SECONDS.",
+      "function" -> kind.name, "argument" -> argument, "given" -> got)
+
+  def esperColumnConflict(kind: EsperWindowKind, column: String): AnalysisException =
+    error("MV_WINDOW_COLUMN_CONFLICT",
+      s"${kind.name} adds the column $column, but its input already has a column of that name.",
+      s"Rename or drop it in a subquery: TABLE(SELECT * EXCEPT ($column) FROM ...).",
+      "function" -> kind.name, "column" -> column)
+
+  def countNotConstant(kind: EsperWindowKind, argument: String, got: String): AnalysisException =
+    error("MV_ESPER_WINDOW.COUNT_NOT_CONSTANT", s"${kind.name}: $argument must be a constant whole number, got $got.",
+      "Write a number of rows, e.g. 10.", "function" -> kind.name, "argument" -> argument, "given" -> got)
+
+  def countNotPositive(kind: EsperWindowKind, argument: String, got: String): AnalysisException =
+    error("MV_ESPER_WINDOW.COUNT_NOT_POSITIVE", s"${kind.name}: $argument must be at least 1, got $got.",
+      "Write a number of rows above zero, e.g. 10.", "function" -> kind.name, "argument" -> argument, "given" -> got)
+
+  def countTooLarge(kind: EsperWindowKind, got: Long, limit: Int): AnalysisException =
+    error("MV_ESPER_WINDOW.COUNT_TOO_LARGE",
+      s"${kind.name} would put each row into $got windows; at most $limit are allowed.",
+      "Aggregate over a ROWS frame instead: SUM(x) OVER (ORDER BY ts ROWS BETWEEN n - 1 PRECEDING AND CURRENT ROW).",
+      "function" -> kind.name, "count" -> got.toString, "limit" -> limit.toString)
+
+  def badReferencePoint(kind: EsperWindowKind, got: String): AnalysisException =
+    error("MV_ESPER_WINDOW.BAD_REFERENCE_POINT",
+      s"${kind.name}: REFERENCE must be a constant timestamp or epoch milliseconds, got $got.",
+      "Write e.g. TIMESTAMP'2024-01-01 00:00:05' or 5000 (milliseconds after 1970-01-01 00:00:00 UTC).",
+      "function" -> kind.name, "given" -> got)
+
+  def unknownFlowControl(kind: EsperWindowKind, got: String): AnalysisException =
+    error("MV_ESPER_WINDOW.UNKNOWN_FLOW_CONTROL",
+      s"${kind.name}: FLOW_CONTROL must be a constant string of FORCE_UPDATE and START_EAGER, got $got.",
+      "Write e.g. 'FORCE_UPDATE' or 'FORCE_UPDATE, START_EAGER'.", "function" -> kind.name, "given" -> got)
+
+  def sortCriteriaMissing(kind: EsperWindowKind): AnalysisException =
+    error("MV_ESPER_WINDOW.SORT_CRITERIA_MISSING", s"${kind.name} needs sort criteria: the table argument's ORDER BY.",
+      "Write TABLE(t) WITH SINGLE PARTITION ORDER BY (price DESC, symbol), or PARTITION BY key ORDER BY ...",
+      "function" -> kind.name)
+
+  def keysNotColumns(kind: EsperWindowKind, got: String): AnalysisException =
+    error("MV_ESPER_WINDOW.KEYS_NOT_COLUMNS", s"${kind.name}: UNIQUE must name columns, got $got.",
+      "Pass DESCRIPTOR(key) or DESCRIPTOR(key1, key2).", "function" -> kind.name, "given" -> got)
+
+  def statefulExpression(kind: EsperWindowKind, name: String, replacement: String): AnalysisException =
+    error("MV_ESPER_WINDOW.STATEFUL_EXPRESSION",
+      s"${kind.name}: $name is the state of a live Esper window, which a table refreshed in batch does not have.",
+      s"Use $replacement, or a condition on the row's own columns.", "function" -> kind.name, "property" -> name)
+
+  def notARowCondition(kind: EsperWindowKind, got: String): AnalysisException =
+    error("MV_ESPER_WINDOW.NOT_A_ROW_CONDITION",
+      s"${kind.name}: EXPRESSION must be a deterministic BOOLEAN condition on the row's columns, got $got.",
+      "Aggregates, window functions and subqueries depend on a live window's state; " +
+        "write a condition such as myvalue = 'postme'.", "function" -> kind.name, "given" -> got)
+
+  def notABooleanConstant(kind: EsperWindowKind, argument: String, got: String): AnalysisException =
+    error("MV_ESPER_WINDOW.NOT_A_BOOLEAN_CONSTANT", s"${kind.name}: $argument must be TRUE or FALSE, got $got.",
+      "Write TRUE (the triggering row closes its batch) or FALSE (it opens the next).",
+      "function" -> kind.name, "argument" -> argument, "given" -> got)
+
+  def aggregateArguments(function: String, usage: String, got: Int): AnalysisException =
+    error("MV_ESPER_AGGREGATE.WRONG_ARGUMENTS", s"$function takes ${usage.count(_ == ',') + 1} value argument(s), got $got.",
+      s"Call it as $usage; for properties of the last row use max_by(column, time) beside it.",
+      "function" -> function, "given" -> got.toString)
+
+  def aggregateNotNumeric(function: String, argument: String, dataType: String): AnalysisException =
+    error("MV_ESPER_AGGREGATE.NOT_NUMERIC", s"$function: $argument is $dataType, not a number.",
+      s"Pass a numeric column or cast it, e.g. CAST($argument AS DOUBLE).",
+      "function" -> function, "argument" -> argument, "type" -> dataType)
 }

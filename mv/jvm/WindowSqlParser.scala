@@ -32,7 +32,8 @@ import org.apache.spark.sql.types.{DataType, StructType}
 class WindowSqlParser(delegate: ParserInterface) extends ParserInterface {
 
   override def parsePlan(sqlText: String): LogicalPlan =
-    ResolveWindowTableFunctions.Bind(EkuiperWindows.rewrite(parseWithFlinkSyntax(DialectSyntax.rewrite(sqlText))))
+    EsperDataWindows.Bind(ResolveWindowTableFunctions.Bind(
+      EkuiperWindows.rewrite(parseWithFlinkSyntax(DialectSyntax.rewrite(sqlText)))))
 
   private def parseWithFlinkSyntax(sqlText: String): LogicalPlan = {
     val parsed = try Right(delegate.parsePlan(sqlText)) catch { case e: ParseException => Left(e) }
