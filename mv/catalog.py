@@ -28,6 +28,7 @@ class View:
     name: str
     definition: Definition
     time_zone: str
+    table_id: str = ""  # the Delta table's id when loaded: a view dropped and created again gets a new one
 
     @property
     def late_table(self) -> str:
@@ -51,19 +52,24 @@ def properties(spark: SparkSession, table: str) -> dict[str, str]:
     """The Delta table's properties. Not SHOW TBLPROPERTIES: it redacts values matching
     spark.sql.redaction.options.regex, `(?i)url` by default, so a definition saying "hourly" would
     come back as "*********(redacted)"."""
-    return dict(spark.sql(f"DESCRIBE DETAIL {table}").first()["properties"] or {})
+    return dict(_detail(spark, table)["properties"] or {})
+
+
+def _detail(spark: SparkSession, table: str):
+    return spark.sql(f"DESCRIBE DETAIL {table}").first()
 
 
 def load(spark: SparkSession, name: str) -> View | None:
     """The materialized view called `name`, or None if there is none (no table, or a plain one)."""
     if not spark.catalog.tableExists(name):
         return None
-    raw = properties(spark, name).get(DEFINITION_PROPERTY)
+    detail = _detail(spark, name)
+    raw = (detail["properties"] or {}).get(DEFINITION_PROPERTY)
     if raw is None:
         return None
     stored = json.loads(raw)
     time_zone = stored.pop("time_zone")
-    return View(name, Definition(**stored), time_zone)
+    return View(name, Definition(**stored), time_zone, detail["id"])
 
 
 def require(spark: SparkSession, name: str) -> View:

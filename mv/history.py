@@ -41,6 +41,8 @@ def written(spark: SparkSession, view: View, refresh_id: int) -> tuple[int, int,
 
 def _incarnation(spark: SparkSession, view: View) -> str:
     """The view table's Delta id: a view dropped and created again starts its refresh ids anew."""
+    if view.table_id:
+        return view.table_id
     return spark.sql(f"DESCRIBE DETAIL {view.name}").first()["id"]
 
 
@@ -51,13 +53,15 @@ def in_history(spark: SparkSession, view: View, refresh_id: int) -> bool:
         (F.col("view") == view.name) & (F.col("refresh_id") == refresh_id)).limit(1).count() > 0
 
 
-def record_history(spark: SparkSession, view: View, state: RefreshState | None) -> tuple[int, int, int]:
+def record_history(spark: SparkSession, view: View, state: RefreshState | None,
+                   rows: tuple[int, int, int] | None = None) -> tuple[int, int, int]:
     """Append the history row of the refresh that committed `state`; Delta skips it if already there.
-    Returns the rows that refresh inserted, updated and deleted in the view."""
+    Returns the rows that refresh inserted, updated and deleted in the view: `rows` if its MERGE
+    said, else as the view's Delta history says."""
     if state is None or not state.metrics:
         return 0, 0, 0
     m = state.metrics
-    inserted, updated, deleted = written(spark, view, state.refresh_id)
+    inserted, updated, deleted = rows if rows is not None else written(spark, view, state.refresh_id)
     row = (view.name, state.refresh_id, _utc(m["started_at"]), float(m["duration_s"]), m["technique"],
            m["reason"], json.dumps(state.sources, sort_keys=True), m["rows_read"], inserted, updated, deleted,
            m["late_rows"], state.watermark)

@@ -58,7 +58,7 @@ def incremental_blockers(spark: SparkSession, info: QueryInfo, view_watermark: b
     blockers = []
     if any(s.get("provider") != "delta" for s in info.sources):
         blockers.append("SOURCE_NOT_DELTA")
-    if info.group_by is None:
+    if info.group_by is None and info.shape != "window":  # windows of rows are replaced window by window
         blockers.append("NO_ROW_KEY")
     if blockers or info.shape == "other":
         return blockers
@@ -86,5 +86,7 @@ def _window_blockers(spark: SparkSession, info: QueryInfo, view_watermark: bool)
     if windows[0].kind == "SESSION":
         if len(windows) > 1:
             return ["SESSION_JOIN"]
+        if info.group_by is None:
+            return ["SESSION_ROWS_NOT_GROUPED"]
         return _session_blockers(info, columns[windows[0].sources[0]], view_watermark)
     return []

@@ -104,14 +104,19 @@ def _phase(view: str, phase: str) -> None:
 
 
 def micros_sql(expr: str, data_type: str) -> str:
-    """A TIMESTAMP or TIMESTAMP_NTZ expression as microseconds since the epoch."""
+    """A TIMESTAMP, TIMESTAMP_NTZ or BIGINT epoch-milliseconds expression as microseconds since the epoch."""
+    if data_type == "bigint":
+        return f"(({expr}) * 1000)"
     if data_type == "timestamp_ntz":
         return f"timestampdiff(MICROSECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', {expr})"
     return f"unix_micros({expr})"
 
 
-def time_sql(micros: int, data_type: str) -> str:
-    """A constant of the time column's type, `micros` after the epoch (foldable, so it prunes scans)."""
+def time_sql(micros: int | str, data_type: str) -> str:
+    """A value of the time column's type, `micros` after the epoch (a constant stays foldable, so it
+    prunes scans). Epoch milliseconds round down: every bound compared with them is a whole millisecond."""
+    if data_type == "bigint":
+        return str(micros // 1000) if isinstance(micros, int) else f"CAST(floor(({micros}) / 1000D) AS BIGINT)"
     if data_type == "timestamp_ntz":
         return f"timestampadd(MICROSECOND, {micros}, TIMESTAMP_NTZ'1970-01-01 00:00:00')"
     return f"timestamp_micros({micros})"
@@ -256,13 +261,13 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
     new_state = replace(new_state, metrics=_metrics(outcome), source_ids=ids)
     _phase(view.name, "merging")
     try:
-        _commit(run, new_state)
+        written = _commit(run, new_state)
     finally:
         for frame in run.cached:
             frame.unpersist()
     checkpoint("committed")
     _phase(view.name, "recording history")
-    outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = record_history(spark, view, new_state)
+    outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = record_history(spark, view, new_state, written)
     checkpoint("history_written")
     return outcome
 
@@ -273,32 +278,38 @@ def _metrics(outcome: Outcome) -> dict:
     return {k: getattr(outcome, k) for k in keys}
 
 
-def _commit(run: _Run, new_state: RefreshState) -> None:
-    """Write the view's rows and its new state in one Delta commit (a state-only commit if no row changed)."""
+def _commit(run: _Run, new_state: RefreshState) -> tuple[int, int, int] | None:
+    """Write the view's rows and its new state in one Delta commit (a state-only commit if there is
+    nothing to write); the rows the MERGE inserted, updated and deleted (None without a MERGE)."""
     spark, name = run.spark, run.view.name
-    latest = read(spark, name)
-    if (latest.refresh_id if latest else 0) != (run.previous.refresh_id if run.previous else 0):
-        raise errors.concurrent_refresh(name)
-    before = source_version(spark, name)
     try:
         with committing(spark, new_state):
-            if run.pending_merge:
-                spark.sql(run.pending_merge)
-            elif run.pending_overwrite is not None:
+            if run.pending_merge:  # its idempotent transaction id stands in for a check of the state
+                return _merged(spark, name, run.pending_merge)
+            latest = read(spark, name)
+            if (latest.refresh_id if latest else 0) != (run.previous.refresh_id if run.previous else 0):
+                raise errors.concurrent_refresh(name)
+            before = source_version(spark, name)
+            if run.pending_overwrite is not None:
                 run.pending_overwrite.write.insertInto(name, overwrite=True)
-            if source_version(spark, name) == before:
-                if run.pending_merge and _committed_elsewhere(spark, name, new_state.refresh_id):
-                    raise errors.concurrent_refresh(name)  # Delta skipped our MERGE: this refresh id is taken
+                if source_version(spark, name) == before:  # Delta skipped it: this refresh id is taken
+                    raise errors.concurrent_refresh(name)
+            else:
                 spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('mv.refresh_id' = '{new_state.refresh_id}')")
+            return None
     except Exception as e:  # Delta's optimistic concurrency: another commit touched what this one read
         if "Concurrent" in type(e).__name__ or "DELTA_CONCURRENT" in str(e):
             raise errors.concurrent_refresh(name) from None
         raise
 
 
-def _committed_elsewhere(spark: SparkSession, name: str, refresh_id: int) -> bool:
-    latest = read(spark, name)
-    return latest is not None and latest.refresh_id >= refresh_id
+def _merged(spark: SparkSession, name: str, merge: str) -> tuple[int, int, int]:
+    """Run the MERGE; Delta returns no row when it skips one whose transaction id already committed
+    (another refresh with this refresh id won), and commits even a MERGE that changes nothing."""
+    rows = spark.sql(merge).collect()
+    if not rows:
+        raise errors.concurrent_refresh(name)
+    return rows[0].num_inserted_rows, rows[0].num_updated_rows, rows[0].num_deleted_rows
 
 
 class _ChangeFeedGone(Exception):
@@ -418,12 +429,42 @@ def _merge_windows(run: _Run, affected, newly_closed, ws: str, we: str, t: str) 
     if run.view.definition.emit == "WINDOW CLOSE":
         bound = newly_closed[1] if newly_closed else _closed_bound(run) + 1
         keep = f"({keep}) AND {end} <= {time_sql(bound, t)}"
+    if run.info.group_by is None:  # rows, not groups: replace whole time ranges of windows
+        ranges = " OR ".join(f"(t.{start} >= {time_sql(a, t)} AND t.{end} <= {time_sql(b, t)})"
+                             for a, b in _ranges(affected))
+        _replace_rows(run, _rows_kept(run, ranges or "false", newly_closed, t))
+        return
     recomputed = spark.sql(f"SELECT * FROM ({run.view.definition.query}) WHERE {keep}")
     current = spark.sql(f"SELECT * FROM {run.view.name} WHERE {keep}")
     bounds = [b for pair in affected for b in pair] + [b for b in (newly_closed or ()) if b is not None]
     span = (f"t.{start} >= {time_sql(min(bounds), t)} "
             f"AND t.{start} <= {time_sql(max(bounds), t)}") if bounds and not newly_closed else None
     _merge(run, recomputed, current, target_range=span)
+
+
+def _rows_kept(run: _Run, ranges: str, newly_closed, t: str) -> str:
+    """A condition on the view's rows (alias t): in one of `ranges`, or (EMIT ON WINDOW CLOSE) in
+    a window that just closed, and for EMIT ON WINDOW CLOSE closed. Constants only, as MERGE needs."""
+    end = f"t.{quote(run.info.window_end)}"
+    keep = f"({ranges})"
+    if newly_closed:
+        low, high = newly_closed
+        closing = f"{end} <= {time_sql(high, t)}" + (f" AND {end} > {time_sql(low, t)}" if low is not None else "")
+        keep = f"({keep} OR ({closing}))"
+    if run.view.definition.emit == "WINDOW CLOSE":
+        bound = newly_closed[1] if newly_closed else _closed_bound(run) + 1
+        keep = f"({keep}) AND {end} <= {time_sql(bound, t)}"
+    return keep
+
+
+def _replace_rows(run: _Run, kept: str) -> None:
+    """One MERGE that deletes the view's rows meeting `kept` (on alias t) and inserts the query's
+    rows meeting it: exact for any rows, duplicates included, as nothing has to match."""
+    source = run.temp_view(run.spark.sql(f"SELECT * FROM ({run.view.definition.query}) t WHERE {kept}"), "rows")
+    cols = ", ".join(quote(c) for c in run.columns)
+    run.pending_merge = (f"MERGE INTO {run.view.name} t USING {source} s ON false "
+                         f"WHEN NOT MATCHED THEN INSERT ({cols}) VALUES ({', '.join('s.' + quote(c) for c in run.columns)}) "
+                         f"WHEN NOT MATCHED BY SOURCE AND {kept} THEN DELETE")
 
 
 def _closed_bound(run: _Run) -> int:
@@ -614,6 +655,8 @@ def _full(run: _Run) -> RefreshState:
     if info.group_by is not None:
         _merge(run, recomputed, spark.table(run.view.name).limit(0),
                delete_missing=f"t.{keep_final}" if keep_final else True)
+    elif keep_final:  # rows of final windows stay as they are
+        _replace_rows(run, "t." + " AND t.".join(where))
     else:
         run.pending_merge = None
         run.pending_overwrite = recomputed

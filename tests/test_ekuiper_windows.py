@@ -130,6 +130,7 @@ def test_units_are_case_insensitive_and_milliseconds_work(spark, demo):
 
 
 def test_a_day_window_ends_at_local_midnight(spark):
+    previous = spark.conf.get("spark.sql.session.timeZone")
     spark.conf.set("spark.sql.session.timeZone", "Asia/Shanghai")
     try:
         spark.sql("""CREATE OR REPLACE TEMP VIEW day_events AS SELECT * FROM VALUES
@@ -137,7 +138,7 @@ def test_a_day_window_ends_at_local_midnight(spark):
         got = rows(spark, "SELECT CAST(window_end() AS STRING), count(*) FROM day_events GROUP BY TUMBLINGWINDOW(dd, 1)")
         assert got == [("2024-01-02 00:00:00", 1), ("2024-01-03 00:00:00", 1)]
     finally:
-        spark.conf.unset("spark.sql.session.timeZone")
+        spark.conf.set("spark.sql.session.timeZone", previous)
 
 
 def test_window_bounds_are_half_open(spark):

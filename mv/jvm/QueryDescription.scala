@@ -119,7 +119,15 @@ object QueryDescription {
       case a: Attribute => roles.get(a.exprId).contains("window_start") || windowStarts.contains(a.exprId)
       case _ => false
     }
+    def isEnd(e: Expression): Boolean = e match {
+      case a: Attribute => roles.get(a.exprId).contains("window_end")
+      case _ => false
+    }
     plan.foreach {
+      // OVER (PARTITION BY window_start, window_end ...), as Flink's window Top-N and deduplication
+      // write it, sees one window's rows only; any other partitioning mixes windows.
+      case w: Window if !(w.partitionSpec.exists(isStart) && w.partitionSpec.exists(isEnd)) =>
+        reasons += "OVER_NOT_BY_WINDOW"
       case a: Aggregate if !a.groupingExpressions.exists(isStart) && a.exists(_.isInstanceOf[WindowTableFunction]) =>
         reasons += "AGGREGATE_NOT_BY_WINDOW"
       case j: Join if !j.condition.exists(_.exists(e => isStart(e))) => reasons += "JOIN_NOT_ON_WINDOW"

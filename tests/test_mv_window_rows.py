@@ -1,0 +1,144 @@
+"""Views over the other windows of issue 4, specified by example: Flink's window Top-N and window
+deduplication (rows, not groups: ROW_NUMBER() OVER (PARTITION BY window_start, window_end ...)),
+eKuiper's window functions in GROUP BY, and BIGINT epoch-millisecond time columns.
+
+Given a small Delta table of bids and a view, when rows are inserted, updated and deleted and the
+view is refreshed, then the refresh is incremental where the window rules allow it and the view
+equals its query recomputed from scratch (for EMIT ON WINDOW CLOSE: over the closed windows).
+Windows of rows are replaced window by window: one MERGE deletes the view's rows of the affected
+windows and inserts the query's, so duplicate rows are kept exactly too.
+"""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+import mv
+from mv import refresh as maintainer
+from test_mv_scenarios import Catalog, bid, values
+
+TUMBLE = "TUMBLE(TABLE({bids}), DESCRIPTOR(ts), INTERVAL '10' MINUTES)"
+TOP_2 = """SELECT * FROM (
+             SELECT window_start, window_end, item, price,
+                    ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY price DESC, id) AS rn
+             FROM {tumble}) WHERE rn <= 2"""
+TOP_2_ITEMS = """SELECT * FROM (
+                   SELECT window_start, window_end, item, count(*) AS n,
+                          RANK() OVER (PARTITION BY window_start, window_end ORDER BY count(*) DESC) AS place
+                   FROM {tumble} GROUP BY window_start, window_end, item) WHERE place <= 2"""
+FIRST_BID_PER_ITEM = """SELECT window_start, window_end, item, price, ts FROM (
+                          SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end, item ORDER BY ts, id) AS rn
+                          FROM {tumble}) WHERE rn = 1"""
+ALL_PRICES = "SELECT window_start, window_end, price FROM {tumble}"   # duplicate rows on purpose
+
+
+@pytest.fixture
+def given(spark):
+    catalog = Catalog(spark)
+    yield catalog
+    catalog.drop()
+
+
+def refreshed(spark, view: str, query: str, technique: str = "incremental") -> maintainer.Outcome:
+    """Refresh, check the technique and that the view equals its query recomputed from scratch."""
+    outcome = maintainer.refresh(spark, view)
+    assert (outcome.technique, outcome.reason) == (technique, "CHANGES_ONLY") or technique == "full", outcome
+    assert outcome.technique == technique, outcome
+    actual, expected = spark.table(view), spark.sql(query)
+    assert actual.exceptAll(expected).count() == 0 and expected.exceptAll(actual).count() == 0, \
+        (sorted(actual.collect()), sorted(expected.collect()))
+    return outcome
+
+
+def change_randomly(spark, bids: str, rng: random.Random, first_id: int) -> int:
+    """Insert a few bids, update and delete some; returns the next free id."""
+    new = [bid(first_id + i, rng.choice("abc"), f"00:{rng.randrange(40):02d}", rng.randrange(1, 6)) for i in range(4)]
+    spark.sql(f"INSERT INTO {bids} VALUES {values(*new)}")
+    spark.sql(f"UPDATE {bids} SET price = price + 1 WHERE id % 5 = {rng.randrange(5)}")
+    spark.sql(f"DELETE FROM {bids} WHERE id % 7 = {rng.randrange(7)}")
+    return first_id + len(new)
+
+
+@pytest.mark.parametrize("shape", [TOP_2, TOP_2_ITEMS, FIRST_BID_PER_ITEM, ALL_PRICES],
+                         ids=["top_n", "top_n_of_groups", "deduplication", "duplicate_rows"])
+def test_window_rows_are_kept_incrementally_through_inserts_updates_and_deletes(spark, given, shape):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:02", 4), bid(3, "a", "00:12", 7),
+                      bid(4, "c", "00:13", 2))
+    query = shape.format(tumble=TUMBLE.format(bids=bids))
+    view = given.view(query)
+    rng, next_id = random.Random(shape), 5
+    for _ in range(3):
+        next_id = change_randomly(spark, bids, rng, next_id)
+        refreshed(spark, view, query)
+
+
+def test_only_the_affected_windows_are_rewritten(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:12", 5), bid(3, "c", "00:25", 6))
+    query = TOP_2.format(tumble=TUMBLE.format(bids=bids))
+    view = given.view(query)
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(4, 'd', '00:14', 9))}")
+    changes = spark.sql(f"SELECT max(_commit_version) FROM table_changes('{view}', 0)").first()[0]
+    refreshed(spark, view, query)
+    feed = spark.sql(f"SELECT window_start, _change_type FROM table_changes('{view}', {changes + 1})").collect()
+    assert {r.window_start.minute for r in feed} == {10}   # the 00:10-00:20 window's rows only
+
+
+def test_top_n_with_emit_on_window_close_shows_each_window_once_closed(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:02", 8))
+    query = TOP_2.format(tumble=TUMBLE.format(bids=bids))
+    view = given.view(query, "WATERMARK FOR ts AS ts - INTERVAL '1' MINUTE EMIT ON WINDOW CLOSE")
+    assert spark.table(view).count() == 0                       # 00:00-00:10 still open
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'c', '00:05', 9), bid(4, 'a', '00:15', 1))}")
+    outcome = maintainer.refresh(spark, view)
+    assert outcome.technique == "incremental"
+    rows = sorted((r.window_start.minute, r.price, r.rn) for r in spark.table(view).collect())
+    assert rows == [(0, 8, 2), (0, 9, 1)]                       # closed by 00:15 - 1 minute
+
+
+def test_a_window_function_not_partitioned_by_the_window_refreshes_in_full(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4))
+    query = (f"SELECT window_start, window_end, price, ROW_NUMBER() OVER (ORDER BY price) AS rn "
+             f"FROM {TUMBLE.format(bids=bids)}")
+    view = given.view(query)
+    plan = {r.property: r.value for r in mv.sql(spark, f"EXPLAIN MATERIALIZED VIEW {view}").collect()}
+    assert (plan["technique"], plan["reason"]) == ("full", "OVER_NOT_BY_WINDOW")
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(2, 'b', '00:12', 1))}")
+    refreshed(spark, view, query, technique="full")
+
+
+def test_an_ekuiper_tumbling_window_view_is_kept_incrementally(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:12", 5))
+    query = (f"SELECT item, window_start() AS ws, window_end() AS we, count(*) AS n "
+             f"FROM {bids} GROUP BY item, TUMBLINGWINDOW(mi, 10, TIMECOL => ts)")
+    view = given.view(query)
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'a', '00:05', 1), bid(4, 'c', '00:31', 2))}")
+    spark.sql(f"DELETE FROM {bids} WHERE id = 2")
+    refreshed(spark, view, query)
+
+
+def test_an_ekuiper_count_window_view_refreshes_in_full_and_says_why(spark, given):
+    bids = given.bids(*[bid(i, "a", f"00:{i:02d}", i) for i in range(1, 6)])
+    query = f"SELECT window_end() AS we, sum(price) AS total FROM {bids} GROUP BY COUNTWINDOW(2, TIMECOL => ts)"
+    view = given.view(query)
+    spark.sql(f"DELETE FROM {bids} WHERE id = 1")   # every later count window shifts
+    outcome = refreshed(spark, view, query, technique="full")
+    assert outcome.reason != "CHANGES_ONLY"
+
+
+def test_bigint_epoch_millisecond_time_columns_are_kept_incrementally_with_a_watermark(spark, given):
+    events = given.name("events")
+    spark.sql(f"CREATE TABLE {events} (id INT, item STRING, ts BIGINT) USING delta")
+    given.tables.append(events)
+    spark.sql(f"INSERT INTO {events} VALUES (1, 'a', 1000), (2, 'a', 11000), (3, 'b', 12000), (4, 'b', 25000)")
+    query = (f"SELECT item, window_start, window_end, count(*) AS n "
+             f"FROM TUMBLE(TABLE({events}), DESCRIPTOR(ts), 10s) GROUP BY item, window_start, window_end")
+    view = given.view(query, "WATERMARK FOR ts AS ts - INTERVAL '5' SECONDS GRACE INTERVAL '10' SECONDS "
+                             "EMIT ON WINDOW CLOSE")
+    spark.sql(f"INSERT INTO {events} VALUES (5, 'a', 13000), (6, 'c', 41000)")
+    spark.sql(f"DELETE FROM {events} WHERE id = 2")
+    outcome = maintainer.refresh(spark, view)
+    assert (outcome.technique, outcome.late_rows) == ("incremental", 0)   # 10-20 s is closed, within grace
+    rows = sorted(tuple(r) for r in spark.table(view).collect())
+    # watermark 41 s - 5 s = 36 s: windows ending by 36 s are closed
+    assert rows == [("a", 0, 10000, 1), ("a", 10000, 20000, 1), ("b", 10000, 20000, 1), ("b", 20000, 30000, 1)]
