@@ -23,6 +23,11 @@ class Plan:
     reason: str
 
 
+# Window kinds whose windows of a row follow from that row alone (SESSION: from its neighbours
+# within the gap, which the refresh reads).
+INCREMENTAL_KINDS = ("TUMBLE", "HOP", "CUMULATE", "SESSION")
+
+
 def plan(spark: SparkSession, view: View, info: QueryInfo, previous: RefreshState | None,
          full: bool = False) -> Plan:
     """Incremental or full, and why (reason codes, as EXPLAIN and the history show them)."""
@@ -74,6 +79,8 @@ def _window_blockers(spark: SparkSession, info: QueryInfo, view_watermark: bool)
     """Every window function must read one Delta source whose own column is its time column; joined
     windows must be the same windows; sessions need their keys in the view."""
     windows = info.windows
+    if any(w.kind not in INCREMENTAL_KINDS for w in windows):
+        return ["WINDOW_DEPENDS_ON_OTHER_ROWS"]  # eKuiper's SESSIONWINDOW: cut at ticks over the whole input
     if any(len(w.sources) != 1 for w in windows):
         return ["WINDOW_OVER_SEVERAL_SOURCES"]
     if len({(w.kind, w.size, w.step, w.offset, w.time_zone) for w in windows}) > 1:

@@ -142,3 +142,14 @@ def test_bigint_epoch_millisecond_time_columns_are_kept_incrementally_with_a_wat
     rows = sorted(tuple(r) for r in spark.table(view).collect())
     # watermark 41 s - 5 s = 36 s: windows ending by 36 s are closed
     assert rows == [("a", 0, 10000, 1), ("a", 10000, 20000, 1), ("b", 10000, 20000, 1), ("b", 20000, 30000, 1)]
+
+
+def test_an_ekuiper_session_window_view_refreshes_in_full_as_its_sessions_span_every_key(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:03", 5))
+    query = (f"SELECT item, window_start() AS ws, window_end() AS we, count(*) AS n "
+             f"FROM {bids} GROUP BY item, SESSIONWINDOW(mi, 60, 5, TIMECOL => ts)")
+    view = given.view(query)
+    plan = {r.property: r.value for r in mv.sql(spark, f"EXPLAIN MATERIALIZED VIEW {view}").collect()}
+    assert (plan["technique"], plan["reason"]) == ("full", "WINDOW_DEPENDS_ON_OTHER_ROWS")
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'b', '00:02', 1))}")
+    refreshed(spark, view, query, technique="full")
