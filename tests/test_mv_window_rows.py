@@ -68,7 +68,7 @@ def test_window_rows_are_kept_incrementally_through_inserts_updates_and_deletes(
     query = shape.format(tumble=TUMBLE.format(bids=bids))
     view = given.view(query)
     rng, next_id = random.Random(shape), 5
-    for _ in range(3):
+    for _ in range(2):
         next_id = change_randomly(spark, bids, rng, next_id)
         refreshed(spark, view, query)
 
