@@ -1,18 +1,19 @@
 """Nexmark-style workloads: our incremental refresh against REFRESH ... FULL and Structured Streaming.
 
-Two days of bids are the sources' history; the third day comes in scheduled batches (bench/
+Two days of bids are the source's history; the third day comes in scheduled batches (bench/
 nexmark_data.py). Each workload (bench/nexmark_workloads.py) is kept three ways on one source: our
 view refreshed incrementally, our view refreshed in full, and a Structured Streaming job run with
-trigger(availableNow=True) after each batch (bench/streaming.py). A second variant also corrects
-and withdraws recent bids; streaming cannot retract, so it only runs on the append-only variant.
-After each batch every contender runs once, in an order that rotates over the batches, measured by
-bench/probe.py. At the end each contender's table is checked against the query recomputed from
-scratch (on the windows all of them have closed, apart from those late bids touched); a difference
-stops the run before any figure is written. What counts are ratios from one run.
+trigger(availableNow=True) after each batch (bench/streaming.py). The day's first batches only
+append (the append-only variant); the later ones also correct and withdraw recent bids (the
+changes variant), where the streaming job stops: it cannot retract. After each batch every
+contender runs once, in an order that rotates over the batches, measured by bench/probe.py. At the
+end of each variant every contender's table is checked against the query recomputed from scratch
+(on the windows all of them have closed, apart from those late bids touched); a difference stops the
+run before any figure is written. What counts are ratios from one run.
 
 Example:
-    $ python -m bench.nexmark --quick          # 1M bids, 4 append batches, 2 batches with changes
-    $ python -m bench.nexmark                  # 1M, 10M and 50M bids, 10 batches each
+    $ python -m bench.nexmark --quick          # 1M bids: 3 append-only batches, then 2 with changes
+    $ python -m bench.nexmark                  # 1M, 10M and 50M bids: 8 append-only batches, then 4
     $ python -m bench.nexmark --render         # rewrite RESULTS.md and the chart from results/nexmark.json
 """
 from __future__ import annotations
@@ -27,7 +28,7 @@ import time
 from datetime import datetime, timezone
 
 from bench import nexmark_check, nexmark_report
-from bench.nexmark_data import Plan, append_batch, change_batch, history_tables, source_table
+from bench.nexmark_data import BATCHES, Plan, append_batch, change_batch, history_tables, source_table
 from bench.nexmark_workloads import WORKLOADS
 from bench.probe import measure
 from bench.refresh import InvalidRun, engine
@@ -37,34 +38,33 @@ from bench.windows import DATA_DIR, machine
 MV_HOME = DATA_DIR / "mv_home_nexmark"
 CHECKPOINTS = DATA_DIR / "nexmark_checkpoints"
 SCALES, QUICK_SCALES = (1_000_000, 10_000_000, 50_000_000), (1_000_000,)
-VARIANTS = {   # name: (label, how a batch changes the source, whether streaming can follow)
-    "append": ("append-only batches (with late bids)", append_batch, True),
-    "changes": ("batches with updates and deletes of recent bids", change_batch, False),
+VARIANTS = {   # name: (label, how a batch changes the source)
+    "append": ("append-only batches (with late bids)", append_batch),
+    "changes": ("batches with updates and deletes of recent bids", change_batch),
 }
+ROUNDS, QUICK_ROUNDS = {"append": 8, "changes": 4}, {"append": 3, "changes": 2}
 
 
-def setup(spark, variant: str, history: str, workloads: list[str]) -> dict:
-    """The variant's source (a clone of the cached history) and, per workload, its contenders, created.
+def setup(spark, history: str, workloads: list[str]) -> dict:
+    """The source (a clone of the cached history) and, per workload, its three contenders, created.
 
     Creating a view runs its first (full) refresh; a streaming job's first run reads the history.
-    Both are timed as "initial", apart from the rounds.
+    Both are timed as "initial", apart from the batches.
     """
     import mv
 
-    source = source_table(spark, f"bids_{variant}", history)
-    streaming = VARIANTS[variant][2]
+    source = source_table(spark, "bids", history)
     made = {"source": source, "workloads": {}}
     for name in workloads:
         w, contenders, initial = WORKLOADS[name], {}, {}
         for side in ("incremental", "full"):
-            view = contenders[side] = f"{name}_{variant}_{side[:4]}"
+            view = contenders[side] = f"{name}_{side[:4]}"
             initial[side] = measure(spark, lambda: mv.sql(
                 spark, f"CREATE MATERIALIZED VIEW {view} {w.options} AS {w.query(source)}").collect())
-        if streaming:
-            job = StreamingJob(spark, w, source, f"{name}_{variant}_stream", str(CHECKPOINTS / f"{name}_{variant}"))
-            job.create()
-            contenders["streaming"] = job
-            initial["streaming"] = measure(spark, job.run)
+        job = StreamingJob(spark, w, source, f"{name}_stream", str(CHECKPOINTS / name))
+        job.create()
+        contenders["streaming"] = job
+        initial["streaming"] = measure(spark, job.run)
         made["workloads"][name] = {"contenders": contenders, "initial": {k: _plain(v) for k, v in initial.items()}}
         print(f"  {name}: created " + ", ".join(f"{k} {v['seconds']:.1f} s" for k, v in initial.items()), flush=True)
     return made
@@ -87,8 +87,8 @@ def refresh(spark, contender, full: bool):
     return run
 
 
-def play_round(spark, made: dict, variant: str, plan: Plan, index: int) -> dict:
-    """Apply batch ``index`` to the variant's source, then run every contender of every workload once."""
+def play_round(spark, made: dict, variant: str, plan: Plan, index: int, sides: tuple[str, ...]) -> dict:
+    """Apply batch ``index`` to the source as ``variant`` does, then run each of ``sides`` of every workload once."""
     source = made["source"]
     before = _version(spark, source)
     applied = VARIANTS[variant][1](spark, source, plan, index)
@@ -96,7 +96,6 @@ def play_round(spark, made: dict, variant: str, plan: Plan, index: int) -> dict:
     events = applied["appended"] + applied.get("updated", 0) + applied.get("deleted", 0)
     measured = {}
     for name, entry in made["workloads"].items():
-        sides = list(entry["contenders"])
         shift = index % len(sides)
         for side in sides[shift:] + sides[:shift]:           # each side goes first in some rounds
             cost = _plain(measure(spark, refresh(spark, entry["contenders"][side], side == "full")))
@@ -129,17 +128,35 @@ def _change_bytes(spark, table: str, after: int) -> dict:
     return {"change_bytes": added, "table_bytes": size}
 
 
-def run_variant(spark, variant: str, plan: Plan, history: str, rounds: int, workloads: list[str]) -> dict:
-    """One variant at one scale: set up, play ``rounds`` batches, check every contender, summarize."""
-    print(f"{plan.bids:,} bids, {VARIANTS[variant][0]}", flush=True)
-    made = setup(spark, variant, history, workloads)
-    played = [play_round(spark, made, variant, plan, i) for i in range(rounds)]
-    checks = {name: nexmark_check.check(spark, WORKLOADS[name], made["source"], entry["contenders"])
-              for name, entry in made["workloads"].items()}
-    print("  checked: " + "; ".join(f"{n}: {c['compared_rows']:,} rows equal" for n, c in checks.items()), flush=True)
-    return {"variant": variant, "label": VARIANTS[variant][0], "bids": plan.bids, "rounds": played,
-            "initial": {n: e["initial"] for n, e in made["workloads"].items()}, "checks": checks,
-            "summary": {name: summarize(played, name) for name in workloads}}
+def run_scale(spark, plan: Plan, history: str, rounds: dict[str, int], workloads: list[str],
+              full_on_appends: bool = True) -> list[dict]:
+    """Set up, play the append-only batches, then those with changes; check after each variant.
+
+    Streaming runs only on the append-only batches. ``full_on_appends`` False skips the full
+    refreshes there (--quick: the full view is brought up to date by the first batch with changes).
+    """
+    print(f"{plan.bids:,} bids; {rounds['append']} append-only batches, then {rounds['changes']} with changes",
+          flush=True)
+    made = setup(spark, history, workloads)
+    initial = {n: e["initial"] for n, e in made["workloads"].items()}
+    results, first = [], 0
+    for variant, count in rounds.items():
+        if not count:
+            continue
+        sides = (("incremental", "full", "streaming") if full_on_appends else ("incremental", "streaming")) \
+            if variant == "append" else ("incremental", "full")
+        print(f" {VARIANTS[variant][0]}: {', '.join(sides)}", flush=True)
+        played = [play_round(spark, made, variant, plan, i, sides) for i in range(first, first + count)]
+        first += count
+        checks = {name: nexmark_check.check(spark, WORKLOADS[name], made["source"],
+                                            {s: entry["contenders"][s] for s in sides})
+                  for name, entry in made["workloads"].items()}
+        print("  checked: " + "; ".join(f"{n}: {c['compared_rows']:,} rows equal" for n, c in checks.items()),
+              flush=True)
+        results.append({"variant": variant, "label": VARIANTS[variant][0], "bids": plan.bids, "sides": sides,
+                        "rounds": played, "initial": initial, "checks": checks,
+                        "summary": {name: summarize(played, name) for name in workloads}})
+    return results
 
 
 def summarize(played: list[dict], name: str) -> dict:
@@ -167,7 +184,7 @@ def summarize(played: list[dict], name: str) -> dict:
     return {"medians": medians, "ratios": ratios}
 
 
-def run(scales: tuple[int, ...], rounds: dict[str, int], workloads: list[str]) -> dict:
+def run(scales: tuple[int, ...], rounds: dict[str, int], workloads: list[str], full_on_appends: bool) -> dict:
     """Every variant at every scale; the results/nexmark.json document."""
     began = time.perf_counter()
     shutil.rmtree(MV_HOME, ignore_errors=True)   # a warehouse of its own, fresh each run
@@ -180,13 +197,13 @@ def run(scales: tuple[int, ...], rounds: dict[str, int], workloads: list[str]) -
     load_before = os.getloadavg()
     results = []
     for bids in scales:
-        plan = Plan(bids=bids)
-        history = history_tables(spark, plan)["bids"]
-        for variant, count in rounds.items():
-            results.append(run_variant(spark, variant, plan, history, count, workloads))
+        plan = Plan(bids=bids, batches=max(BATCHES, sum(rounds.values())))
+        results += run_scale(spark, plan, history_tables(spark, plan)["bids"], rounds, workloads, full_on_appends)
+        shutil.rmtree(CHECKPOINTS, ignore_errors=True)   # the next scale's jobs start afresh
     return {
         "benchmark": "nexmark", "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "engine": measured_engine, "machine": machine(spark), "rounds": rounds, "workloads": workloads,
+        "full_on_appends": full_on_appends,
         "notes": {n: WORKLOADS[n].note for n in workloads if WORKLOADS[n].note},
         "load_average": {"before": load_before, "after": os.getloadavg()},
         "runs": results, "total_s": round(time.perf_counter() - began, 1),
@@ -196,9 +213,11 @@ def run(scales: tuple[int, ...], rounds: dict[str, int], workloads: list[str]) -
 def main(argv: list[str] | None = None) -> int:
     """The command line: run, write results/nexmark.json, RESULTS.md and the chart; 1 if the run is invalid."""
     parser = argparse.ArgumentParser(prog="python -m bench.nexmark", description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="1M bids, 4 append batches and 2 with changes")
+    parser.add_argument("--quick", action="store_true",
+                        help="1M bids, 3 append-only batches (no full refreshes) and 2 with changes")
     parser.add_argument("--bids", type=int, action="append", help="bids in all (repeatable; default 1M, 10M, 50M)")
-    parser.add_argument("--rounds", type=int, help="batches per variant (default 10; --quick: 4 and 2)")
+    parser.add_argument("--rounds", type=int, nargs=2, metavar=("APPEND", "CHANGES"),
+                        help="batches of each variant (default 8 4; --quick: 3 2)")
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated, of " + ", ".join(WORKLOADS))
     parser.add_argument("--render", action="store_true", help="only redo RESULTS.md and the chart from the JSON")
     args = parser.parse_args(argv)
@@ -206,9 +225,9 @@ def main(argv: list[str] | None = None) -> int:
         results = json.loads(nexmark_report.RESULTS_JSON.read_text())
     else:
         scales = tuple(args.bids or (QUICK_SCALES if args.quick else SCALES))
-        rounds = {"append": args.rounds or (4 if args.quick else 10), "changes": args.rounds or (2 if args.quick else 10)}
+        rounds = dict(zip(ROUNDS, args.rounds)) if args.rounds else (QUICK_ROUNDS if args.quick else ROUNDS)
         try:
-            results = run(scales, rounds, args.workloads.split(","))
+            results = run(scales, rounds, args.workloads.split(","), full_on_appends=not args.quick)
         except InvalidRun as error:
             print(f"error: {error}", file=sys.stderr)
             return 1

@@ -3,7 +3,7 @@
 The site is mv.demo's Site (people, the auctions they open, the bids on them, drawn from hashes of
 the row number and a fixed seed), scaled to ``bids`` bids: HISTORY_SHARE of them over the first two
 days, cached under bench/data/ as Delta tables written in time order; the rest over the third day,
-in BATCHES batches of 2.4 hours whose sizes follow the day (fewer at night). Each batch also carries
+in BATCHES batches of 2 hours whose sizes follow the day (fewer at night). Each batch also carries
 late bids: LATE_SHARE of its size, dated in the LATE_SPAN before the batch (``extra = 'late'``),
 some still within a 10-minute watermark, most beyond it. The changes variant also corrects
 (UPDATE) and withdraws (DELETE) bids of the half hour before each batch.
@@ -31,7 +31,7 @@ DAY_US = 24 * 60 * MINUTE_US
 HISTORY_DAYS = 2
 HISTORY_SHARE = 0.7                    # of the bids: the two days before the views' first refresh
 HISTORY_FILES = 48                     # one an hour, in time order, so time filters skip files
-BATCHES = 10                           # the third day, in scheduled refreshes of 2.4 hours each
+BATCHES = 12                           # the third day, in scheduled refreshes of 2 hours each
 LATE_SHARE = 0.02                      # of a batch: bids dated in the LATE_SPAN before it ...
 LATE_SPAN_US = 30 * MINUTE_US          # ... two thirds of them beyond a 10-minute watermark
 CHANGED_SPAN_US = 30 * MINUTE_US       # the changes variant corrects and withdraws bids this recent ...
@@ -44,7 +44,7 @@ class Plan:
 
     Example:
         >>> [round(n, -2) for n in Plan(bids=1_000_000).batch_sizes()][:4]
-        [12900.0, 19600.0, 30000.0, 40500.0]
+        [10500.0, 14400.0, 21100.0, 28900.0]
     """
     bids: int
     batches: int = BATCHES

@@ -47,6 +47,7 @@ def markdown(results: dict) -> str:
               " with updates and deletes at 10M bids. Streaming runs on the append-only variant only: it"
               " cannot retract deleted or updated bids.", ""]
     lines += _figures(results)
+    lines += ["", *_phases(results)]
     lines += ["", *_checks(results)]
     notes = results.get("notes", {})
     if notes:
@@ -77,6 +78,22 @@ def _figures(results: dict) -> list[str]:
                     f"| {run['bids']:,} | {run['variant']} | {name} | {side} | {f['seconds']:.1f} | {f['events_per_s']:,.0f}"
                     f" | {f['peak_heap_mib']:,.0f} | {f['source_files']:.0f} | {f['source_bytes'] / 2**20:.1f}"
                     f" | {f['read_per_change_byte']:.2f} | {f['read_per_table_byte']:.3f} | {initial:.1f} |")
+    return lines
+
+
+def _phases(results: dict, top: int = 5) -> list[str]:
+    """Where each side's time went in its median batch: the largest kinds of Spark SQL execution."""
+    lines = ["Where the time went in each side's median batch (seconds of top-level Spark SQL executions by"
+             " kind, as bench/refresh.py classifies them; driver = the rest of the wall-clock time):", "",
+             "| Bids | Variant | Workload | Side | Seconds | Largest phases |", "|---:|---|---|---|---:|---|"]
+    for run in results["runs"]:
+        for name in run["summary"]:
+            for side in run["sides"]:
+                costs = sorted((r["workloads"][name][side] for r in run["rounds"]), key=lambda c: c["seconds"])
+                median = costs[(len(costs) - 1) // 2]
+                phases = list((median.get("phases") or {}).items())[:top]
+                text = ", ".join(f"{label.replace('other queries: ', '')} {sec:.1f}" for label, sec in phases)
+                lines.append(f"| {run['bids']:,} | {run['variant']} | {name} | {side} | {median['seconds']:.1f} | {text} |")
     return lines
 
 

@@ -19,7 +19,7 @@ def played(spark, tmp_path_factory, monkeypatch_module):
     monkeypatch_module.setattr(nexmark_data, "DATA_DIR", tmp_path_factory.mktemp("nexmark_data"))
     plan = Plan(bids=20_000)
     history = history_tables(spark, plan)["bids"]
-    return nexmark.run_variant(spark, "append", plan, history, rounds=2, workloads=["q7"])
+    return nexmark.run_scale(spark, plan, history, {"append": 2, "changes": 0}, ["q7"])[0]
 
 
 @pytest.fixture(scope="module")
