@@ -143,8 +143,7 @@ def run_scale(spark, plan: Plan, history: str, rounds: dict[str, int], workloads
     for variant, count in rounds.items():
         if not count:
             continue
-        sides = (("incremental", "full", "streaming") if full_on_appends else ("incremental", "streaming")) \
-            if variant == "append" else ("incremental", "full")
+        sides = _sides(variant, full_on_appends)
         print(f" {VARIANTS[variant][0]}: {', '.join(sides)}", flush=True)
         played = [play_round(spark, made, variant, plan, i, sides) for i in range(first, first + count)]
         first += count
@@ -157,6 +156,13 @@ def run_scale(spark, plan: Plan, history: str, rounds: dict[str, int], workloads
                         "rounds": played, "initial": initial, "checks": checks,
                         "summary": {name: summarize(played, name) for name in workloads}})
     return results
+
+
+def _sides(variant: str, full_on_appends: bool) -> tuple[str, ...]:
+    """Who runs on a variant's batches: streaming only where the source only grows."""
+    if variant == "changes":
+        return ("incremental", "full")
+    return ("incremental", "full", "streaming") if full_on_appends else ("incremental", "streaming")
 
 
 def summarize(played: list[dict], name: str) -> dict:

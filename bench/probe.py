@@ -1,7 +1,8 @@
 """What one refresh cost: wall-clock seconds, the driver JVM's peak heap, files and bytes read per table.
 
-Peak heap: before the refresh every heap memory pool's peak is reset (java.lang.management's
-MemoryPoolMXBean, through py4j); after it, the pools' peaks are summed. In local mode the driver JVM
+Peak heap: before the refresh the JVM is asked to collect garbage (System.gc()) and every heap
+memory pool's peak is reset (java.lang.management's MemoryPoolMXBean, through py4j); after it, the
+pools' peaks are summed. In local mode the driver JVM
 also runs the tasks, so this is the whole Spark side's heap; the pools peak at different moments, so
 the sum bounds the peak from above, and it counts garbage not yet collected (allocation pressure, not
 live data). Files and bytes read come from the scan nodes' metrics ("number of files read", "size of
@@ -29,6 +30,7 @@ def measure(spark, action) -> dict:
     # Scans name their Location in plan descriptions cut at this length (100 by default): keep whole paths.
     spark.conf.set("spark.sql.maxMetadataStringLength", "4096")
     pools = _heap_pools(spark)
+    spark._jvm.java.lang.System.gc()             # start from live data, not the last refresh's garbage
     for pool in pools:
         pool.resetPeakUsage()
     marker = execution_marker(spark)
