@@ -12,7 +12,7 @@ Two things differ on purpose, so the comparison leaves them out and counts them 
 Everything else must be equal, row for row.
 
 Example:
-    >>> check(spark, WORKLOADS["q7"], "bids_append", {"incremental": "q7_append_incr", ...})
+    >>> check(spark, WORKLOADS["q7"], "bids", {"incremental": "q7_incr", ...})
     {'compared_rows': 431, 'cutoff_us': ..., 'touched': {'truth': {'rows': 9, 'bids': 17234}, ...}}
 """
 from __future__ import annotations

@@ -11,7 +11,7 @@ some still within a 10-minute watermark, most beyond it. The changes variant als
 Example:
     >>> plan = Plan(bids=20_000)
     >>> history = history_tables(spark, plan)            # {'bids': '.../bids', 'auctions': ..., ...}
-    >>> append_batch(spark, "bids_append", plan, 0)      # {'appended': 179, 'late': 3, ...}
+    >>> append_batch(spark, "bids", plan, 0)      # {'appended': 179, 'late': 3, ...}
 """
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def append_batch(spark, table: str, plan: Plan, index: int) -> dict:
     """Append batch ``index`` of the third day to ``table`` (its new bids and its late ones) in one commit.
 
     Example:
-        >>> append_batch(spark, "bids_append", Plan(bids=20_000), 0)
+        >>> append_batch(spark, "bids", Plan(bids=20_000), 0)
         {'batch': 0, 'appended': 175, 'late': 3, 'first_us': ..., 'end_us': ...}
     """
     first = start_us(spark)
@@ -130,7 +130,7 @@ def change_batch(spark, table: str, plan: Plan, index: int) -> dict:
     the late bids just appended are left alone.
 
     Example:
-        >>> change_batch(spark, "bids_changes", Plan(bids=20_000), 0)
+        >>> change_batch(spark, "bids", Plan(bids=20_000), 0)
         {'batch': 0, 'appended': 178, 'late': 3, 'updated': 9, 'deleted': 8, ...}
     """
     done = append_batch(spark, table, plan, index)

@@ -68,7 +68,7 @@ def reads_since(spark, after: int, settle_s: float = 5.0) -> dict[str, dict]:
 
     Example:
         >>> reads_since(spark, marker)
-        {'bids_append': {'files': 3, 'bytes': 1843200}, 'q7_inc': {'files': 1, 'bytes': 2210}}
+        {'bids': {'files': 3, 'bytes': 1843200}, 'q7_incr': {'files': 1, 'bytes': 2210}}
     """
     store = _status_store(spark)
     deadline = time.monotonic() + settle_s

@@ -6,7 +6,7 @@ foreachBatch, and stops (Spark then runs a no-data batch that advances the water
 windows it closes). The checkpoint carries the stream's state and watermark to the next run.
 
 Example:
-    >>> job = StreamingJob(spark, WORKLOADS["q7"], "bids_append", "q7_stream", "bench/data/ckpt/q7")
+    >>> job = StreamingJob(spark, WORKLOADS["q7"], "bids", "q7_stream", "bench/data/ckpt/q7")
     >>> job.create(); job.run()
     {'batches': 2, 'input_rows': 700000, 'watermark_us': ...}
 """

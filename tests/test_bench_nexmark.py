@@ -32,7 +32,7 @@ def test_contenders_agree_with_the_query(played):
     check = played["checks"]["q7"]
     assert check["compared_rows"] > 0
     touched = check["touched"]
-    # Streaming drops the too-late bids that our view sets aside in q7_append_incr__late.
+    # Streaming drops the too-late bids that our view sets aside in q7_incr__late.
     assert touched["incremental"]["bids"] == touched["streaming"]["bids"] <= touched["truth"]["bids"]
 
 
