@@ -23,9 +23,12 @@ demo: setup
 test: setup
 	$(PY) -m pytest
 
+# QUICK=1 make bench: every benchmark's --quick variant (1M rows or bids).
 bench: setup
-	$(PY) -m bench.windows
-	$(PY) -m bench.refresh
+	$(PY) -m bench.windows $(if $(QUICK),--quick)
+	$(PY) -m bench.refresh $(if $(QUICK),--quick)
+	$(PY) -m bench.ekuiper $(if $(QUICK),--quick)
+	$(PY) -m bench.nexmark $(if $(QUICK),--quick)
 
 clean:
 	rm -rf .mv .pytest_cache .hypothesis

@@ -62,13 +62,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.ekuiper", description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="1,000,000 rows (QUICK=1 make bench)")
     parser.add_argument("--render", action="store_true", help="only rewrite RESULTS.md from results/ekuiper.json")
     args = parser.parse_args(argv)
     if args.render:
         results = json.loads(RESULTS_JSON.read_text())
     else:
         try:
-            results = run(args.rows, args.runs)
+            results = run(1_000_000 if args.quick else args.rows, args.runs)
         except ResultMismatch as error:
             print(f"error: {error}", file=sys.stderr)
             return 1
