@@ -36,9 +36,9 @@ PAIRS = (
     Pair("COUNTWINDOW 100 every 10", "GROUP BY COUNTWINDOW(100, 10)", "ROWS frame, every 10th row",
          f"SELECT window_end() AS window_end, {AGGREGATES} FROM bids GROUP BY COUNTWINDOW(100, 10)",
          f"""SELECT window_end, bids, volume, top_price FROM (
-               SELECT ts AS window_end, {FRAMED}, row_number() OVER o AS n FROM bids
-               WINDOW o AS (ORDER BY ts, hash(auction, bidder, price, ts)),
-                      w AS (o ROWS BETWEEN 99 PRECEDING AND CURRENT ROW))
+               SELECT ts AS window_end, {FRAMED},
+                      row_number() OVER (ORDER BY ts, hash(auction, bidder, price, ts)) AS n FROM bids
+               WINDOW w AS (ORDER BY ts, hash(auction, bidder, price, ts) ROWS BETWEEN 99 PRECEDING AND CURRENT ROW))
              WHERE n % 10 = 0 AND n >= 100"""),
 )
 
