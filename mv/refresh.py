@@ -590,15 +590,17 @@ def _refresh_sessions(run: _Run, changes: str) -> None:
     if low is None:
         return
     source = info.source_tables[0]
+    # LEFT SEMI JOIN, not EXISTS: Spark decorrelates this EXISTS into a nested-loop join of every
+    # distinct time with every region (the range alone), then matches keys; the join hashes the keys.
     rows = run.temp_view(spark.sql(
-        f"SELECT a.* FROM {source} a "
-        f"WHERE a.{quote(w.time_column)} BETWEEN {time_sql(low, run.time_type)} AND {time_sql(high, run.time_type)} "
-        f"AND EXISTS (SELECT 1 FROM {regions} b WHERE {match} AND {us(w.time_column, 'a.')} BETWEEN b.lo AND b.hi)"),
+        f"SELECT a.* FROM {source} a LEFT SEMI JOIN {regions} b "
+        f"ON {match} AND {us(w.time_column, 'a.')} BETWEEN b.lo AND b.hi "
+        f"WHERE a.{quote(w.time_column)} BETWEEN {time_sql(low, run.time_type)} AND {time_sql(high, run.time_type)}"),
         "session_rows")
     recomputed = spark.sql(f"SELECT * FROM mv_substitute({sql_string(run.view.definition.query)}, "
                            f"{sql_string(source)}, {sql_string(rows)})")
-    current = spark.sql(f"SELECT a.* FROM {run.view.name} a WHERE EXISTS (SELECT 1 FROM {regions} b WHERE {match} "
-                        f"AND {us(info.window_start, 'a.')} >= b.lo AND {us(info.window_end, 'a.')} - {gap} <= b.hi)")
+    current = spark.sql(f"SELECT a.* FROM {run.view.name} a LEFT SEMI JOIN {regions} b ON {match} "
+                        f"AND {us(info.window_start, 'a.')} >= b.lo AND {us(info.window_end, 'a.')} - {gap} <= b.hi")
     _merge(run, recomputed, current)
 
 
