@@ -18,8 +18,14 @@ def played(spark, tmp_path_factory, monkeypatch_module):
     monkeypatch_module.setattr(nexmark, "CHECKPOINTS", tmp_path_factory.mktemp("checkpoints"))
     monkeypatch_module.setattr(nexmark_data, "DATA_DIR", tmp_path_factory.mktemp("nexmark_data"))
     plan = Plan(bids=20_000)
-    history = history_tables(spark, plan)["bids"]
-    return nexmark.run_scale(spark, plan, history, {"append": 2, "changes": 0}, ["q7"])[0]
+    spark.sql("CREATE DATABASE IF NOT EXISTS bench_nexmark_test")  # its tables and views go with it
+    spark.catalog.setCurrentDatabase("bench_nexmark_test")
+    try:
+        history = history_tables(spark, plan)["bids"]
+        yield nexmark.run_scale(spark, plan, history, {"append": 2, "changes": 0}, ["q7"])[0]
+    finally:
+        spark.catalog.setCurrentDatabase("default")
+        spark.sql("DROP DATABASE IF EXISTS bench_nexmark_test CASCADE")
 
 
 @pytest.fixture(scope="module")
