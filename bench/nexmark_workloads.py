@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 DELAY = "10 minutes"
-WATERMARK = f"WATERMARK FOR date_time AS date_time - INTERVAL '10' MINUTES"
+WATERMARK = "WATERMARK FOR date_time AS date_time - INTERVAL '10' MINUTES"
 CLOSE = f"{WATERMARK} EMIT ON WINDOW CLOSE"
 GAP_US = 10 * 60_000_000
 SESSION_NOTE = ("our SESSION view has no WATERMARK (with one, the engine refreshes sessions in full) and"
