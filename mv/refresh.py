@@ -416,24 +416,17 @@ def _merge_windows(run: _Run, affected, newly_closed, ws: str, we: str, t: str) 
     """Recompute the affected windows (and, for EMIT ON WINDOW CLOSE, those that just closed) and merge."""
     spark = run.spark
     start, end = quote(ws), quote(we)
+    if run.info.group_by is None:  # rows, not groups: replace whole time ranges of windows
+        ranges = " OR ".join(f"(t.{start} >= {time_sql(a, t)} AND t.{end} <= {time_sql(b, t)})"
+                             for a, b in _ranges(affected))
+        _replace_rows(run, _kept(run, f"({ranges or 'false'})", newly_closed, f"t.{end}", t))
+        return
     parts = [f"({start} >= {time_sql(a, t)} AND {end} <= {time_sql(b, t)})" for a, b in _ranges(affected)]
     spark.createDataFrame(affected or [(0, 0)], "s BIGINT, e BIGINT").createOrReplaceTempView(f"{run.temp}_ids")
     spark.sql(f"SELECT {time_sql('s', t)} AS s, {time_sql('e', t)} AS e FROM {run.temp}_ids") \
         .createOrReplaceTempView(f"{run.temp}_affected")
     exact = f"({start}, {end}) IN (SELECT s, e FROM {run.temp}_affected)"
-    keep = f"(({' OR '.join(parts)}) AND {exact})" if parts else "false"
-    if newly_closed:
-        low, high = newly_closed
-        closing = f"{end} <= {time_sql(high, t)}" + (f" AND {end} > {time_sql(low, t)}" if low is not None else "")
-        keep = f"({keep} OR ({closing}))"
-    if run.view.definition.emit == "WINDOW CLOSE":
-        bound = newly_closed[1] if newly_closed else _closed_bound(run) + 1
-        keep = f"({keep}) AND {end} <= {time_sql(bound, t)}"
-    if run.info.group_by is None:  # rows, not groups: replace whole time ranges of windows
-        ranges = " OR ".join(f"(t.{start} >= {time_sql(a, t)} AND t.{end} <= {time_sql(b, t)})"
-                             for a, b in _ranges(affected))
-        _replace_rows(run, _rows_kept(run, ranges or "false", newly_closed, t))
-        return
+    keep = _kept(run, f"(({' OR '.join(parts)}) AND {exact})" if parts else "false", newly_closed, end, t)
     recomputed = spark.sql(f"SELECT * FROM ({run.view.definition.query}) WHERE {keep}")
     current = spark.sql(f"SELECT * FROM {run.view.name} WHERE {keep}")
     bounds = [b for pair in affected for b in pair] + [b for b in (newly_closed or ()) if b is not None]
@@ -442,14 +435,21 @@ def _merge_windows(run: _Run, affected, newly_closed, ws: str, we: str, t: str) 
     _merge(run, recomputed, current, target_range=span)
 
 
-def _rows_kept(run: _Run, ranges: str, newly_closed, t: str) -> str:
-    """A condition on the view's rows (alias t): in one of `ranges`, or (EMIT ON WINDOW CLOSE) in
-    a window that just closed, and for EMIT ON WINDOW CLOSE closed. Constants only, as MERGE needs."""
-    end = f"t.{quote(run.info.window_end)}"
-    keep = f"({ranges})"
-    if newly_closed:
-        low, high = newly_closed
-        closing = f"{end} <= {time_sql(high, t)}" + (f" AND {end} > {time_sql(low, t)}" if low is not None else "")
+def _closing(end: str, newly_closed, t: str) -> str | None:
+    """SQL: the window ending at `end` is one that just closed (`newly_closed`: (low, high], low
+    None for all before high); None when none did."""
+    if not newly_closed:
+        return None
+    low, high = newly_closed
+    return f"{end} <= {time_sql(high, t)}" + (f" AND {end} > {time_sql(low, t)}" if low is not None else "")
+
+
+def _kept(run: _Run, windows: str, newly_closed, end: str, t: str) -> str:
+    """SQL: a row (its window ending at `end`) meets `windows` or is of a window that just closed;
+    under EMIT ON WINDOW CLOSE, only closed windows."""
+    keep = windows
+    closing = _closing(end, newly_closed, t)
+    if closing:
         keep = f"({keep} OR ({closing}))"
     if run.view.definition.emit == "WINDOW CLOSE":
         bound = newly_closed[1] if newly_closed else _closed_bound(run) + 1
@@ -485,10 +485,7 @@ def _combine_windows(run: _Run, affected, newly_closed, changes: str) -> None:
     t, start, end = run.time_type, quote(run.info.window_start), quote(run.info.window_end)
     in_view = [(s, e) for s, e in affected
                if run.view.definition.emit != "WINDOW CLOSE" or watermark.is_closed(e, run.previous.watermark)]
-    closing = None
-    if newly_closed:
-        low, high = newly_closed
-        closing = f"{end} <= {time_sql(high, t)}" + (f" AND {end} > {time_sql(low, t)}" if low is not None else "")
+    closing = _closing(end, newly_closed, t)
     windows = run.temp_view(run.spark.createDataFrame(in_view or [(0, 0)], "s BIGINT, e BIGINT").selectExpr(
         f"{time_sql('s', t)} AS s", f"{time_sql('e', t)} AS e"), "in_view")
     partials = f"({start}, {end}) IN (SELECT s, e FROM {windows})" if in_view else "false"
