@@ -46,8 +46,21 @@ def _incarnation(spark: SparkSession, view: View) -> str:
     return spark.sql(f"DESCRIBE DETAIL {view.name}").first()["id"]
 
 
-def in_history(spark: SparkSession, view: View, refresh_id: int) -> bool:
+def _marker(spark: SparkSession, view: View, refresh_id: int) -> str:
+    """The userMetadata of the commit that appends refresh `refresh_id`'s history row."""
+    return f"mv-history:{_incarnation(spark, view)}:{refresh_id}"
+
+
+def in_history(spark: SparkSession, view: View, refresh_id: int, recent: int = 20) -> bool:
+    """Whether refresh `refresh_id` wrote its history row. The history table's last `recent`
+    commits are read first (their userMetadata names the row they appended), which is much cheaper
+    than a query of the table; the table itself only when they neither show it nor cover it all."""
     if not spark.catalog.tableExists(view.history_table):
+        return False
+    commits = spark.sql(f"DESCRIBE HISTORY {view.history_table} LIMIT {recent}").select("userMetadata").collect()
+    if any(c.userMetadata == _marker(spark, view, refresh_id) for c in commits):
+        return True
+    if len(commits) < recent:  # every commit of the table seen
         return False
     return spark.table(view.history_table).where(
         (F.col("view") == view.name) & (F.col("refresh_id") == refresh_id)).limit(1).count() > 0
@@ -67,7 +80,7 @@ def record_history(spark: SparkSession, view: View, state: RefreshState | None,
            m["late_rows"], state.watermark)
     (spark.createDataFrame([row], HISTORY_SCHEMA).write.format("delta").mode("append")
      .option("txnAppId", f"mv-history:{_incarnation(spark, view)}").option("txnVersion", state.refresh_id)
-     .saveAsTable(view.history_table))
+     .option("userMetadata", _marker(spark, view, state.refresh_id)).saveAsTable(view.history_table))
     return inserted, updated, deleted
 
 
