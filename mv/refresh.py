@@ -366,7 +366,10 @@ def _refresh_windows(run: _Run, changes: dict[str, str]) -> RefreshState:
         for i, w in enumerate(run.info.windows) if w.sources[0] in changes]
     touched = " UNION ALL ".join(f"SELECT __ws, __we, __t, __sign FROM {name}" for name in windowed)
     old_wm, grace = run.previous.watermark, interval_micros(spark, d.grace)
-    new_max = spark.sql(f"SELECT max(__t) FROM ({touched}) WHERE __sign = 1").first()[0]
+    # One query: each touched window with the latest time added to it (a window only deleted from has None).
+    windows = spark.sql(f"SELECT __ws, __we, max(IF(__sign = 1, __t, NULL)) FROM ({touched}) "
+                        "GROUP BY __ws, __we").collect()
+    new_max = max((latest for _, _, latest in windows if latest is not None), default=None)
     max_event = max(filter(None, [run.previous.max_event_time, new_max]), default=None)
     new_wm = (watermark.advance(old_wm, max_event, interval_micros(spark, d.watermark_delay))
               if d.watermark_column else None)
@@ -375,8 +378,7 @@ def _refresh_windows(run: _Run, changes: dict[str, str]) -> RefreshState:
             late = spark.sql(f"SELECT * EXCEPT (__ws, __we, __t) FROM {name} WHERE __we + {grace} <= {old_wm}")
             run.outcome.late_rows += write_late_rows(spark, run.view, late, run.outcome.refresh_id, run.targets, i)
     checkpoint("late_rows_written")
-    affected = [(s, e) for s, e in spark.sql(f"SELECT DISTINCT __ws, __we FROM ({touched})").collect()
-                if not watermark.is_final(e, old_wm, grace)]
+    affected = [(s, e) for s, e, _ in windows if not watermark.is_final(e, old_wm, grace)]
     newly_closed = None
     if d.emit == "WINDOW CLOSE":
         affected = [(s, e) for s, e in affected if watermark.is_closed(e, new_wm)]
@@ -385,7 +387,9 @@ def _refresh_windows(run: _Run, changes: dict[str, str]) -> RefreshState:
     if affected or newly_closed:
         # Windows in a few runs of time (recent changes) are cheapest recomputed: Delta reads just
         # those files. Scattered over many, recomputing reads most of the source: combine instead.
-        if _combinable(run) and len(_runs(affected)) > COMBINE_AFTER_RUNS:
+        # A cumulative window reaches back to its day's start: recomputing it rereads the day so far.
+        scattered = len(_runs(affected)) > COMBINE_AFTER_RUNS or run.info.windows[0].kind == "CUMULATE"
+        if _combinable(run) and scattered:
             _combine_windows(run, affected, newly_closed, next(iter(changes.values())))
         else:
             _merge_windows(run, affected, newly_closed, run.info.window_start, run.info.window_end, t)
@@ -601,17 +605,18 @@ def _refresh_sessions(run: _Run, changes: str) -> None:
     _merge(run, recomputed, current)
 
 
-def _merge(run: _Run, recomputed: DataFrame, current: DataFrame, delete_missing: bool | str = False,
+def _merge(run: _Run, recomputed: DataFrame, current: DataFrame | None, delete_missing: bool | str = False,
            target_range: str | None = None) -> None:
-    """One MERGE: recomputed rows upserted, current rows whose key vanished deleted.
+    """One MERGE: recomputed rows upserted, `current` rows whose key vanished deleted.
 
     `delete_missing` also deletes view rows the recomputation lacks (those meeting it, if a condition).
     `target_range` bounds the view rows that can match, so Delta skips the view's other files.
     """
     key = run.info.group_by
-    gone = current.join(recomputed.select(*key), [current[k].eqNullSafe(recomputed[k]) for k in key], "left_anti")
-    source = (recomputed.withColumn("__op", F.lit("upsert"))
-              .unionByName(gone.select(*run.columns).withColumn("__op", F.lit("delete"))))
+    source = recomputed.withColumn("__op", F.lit("upsert"))
+    if current is not None:
+        gone = current.join(recomputed.select(*key), [current[k].eqNullSafe(recomputed[k]) for k in key], "left_anti")
+        source = source.unionByName(gone.select(*run.columns).withColumn("__op", F.lit("delete")))
     name = run.temp_view(source, "merge")
     cols = [quote(c) for c in run.columns]
     on = " AND ".join([f"t.{quote(k)} <=> s.{quote(k)}" for k in key] + ([target_range] if target_range else []))
@@ -652,8 +657,7 @@ def _full(run: _Run) -> RefreshState:
     if info.window_start:  # written in time order, so later merges skip the view's other files
         recomputed = recomputed.repartitionByRange(quote(info.window_start))
     if info.group_by is not None:
-        _merge(run, recomputed, spark.table(run.view.name).limit(0),
-               delete_missing=f"t.{keep_final}" if keep_final else True)
+        _merge(run, recomputed, None, delete_missing=f"t.{keep_final}" if keep_final else True)
     elif keep_final:  # rows of final windows stay as they are
         _replace_rows(run, "t." + " AND t.".join(where))
     else:

@@ -142,3 +142,15 @@ def refreshed_closed(spark, view: str, query: str, closed_until: str) -> tuple[i
     assert actual.exceptAll(expected).count() == 0 and expected.exceptAll(actual).count() == 0, \
         (sorted(actual.collect()), sorted(expected.collect()))
     return outcome.groups_combined, outcome.groups_recomputed
+
+
+def test_cumulative_windows_are_combined_even_when_recent(spark, given, monkeypatch):
+    """A CUMULATE window reaches back to the start of its day: recomputing it would reread the day."""
+    monkeypatch.setattr(maintainer, "COMBINE_AFTER_RUNS", maintainer.MAX_RANGES)
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "a", "00:12", 7))
+    query = (f"SELECT window_start, window_end, item, count(*) AS n, sum(price) AS total FROM "
+             f"CUMULATE(TABLE({bids}), DESCRIPTOR(ts), INTERVAL '10' MINUTES, INTERVAL '30' MINUTES) "
+             f"GROUP BY window_start, window_end, item")
+    view = given.view(query)
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'a', '00:15', 9), bid(4, 'b', '00:25', 1))}")
+    assert refreshed(spark, view, query) == (3, 0)   # a's 00:00-00:20 and 00:00-00:30, b's 00:00-00:30
