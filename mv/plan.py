@@ -47,9 +47,10 @@ def plan(spark: SparkSession, view: View, info: QueryInfo, previous: RefreshStat
 
 
 def _session_blockers(info: QueryInfo, columns: set[str], view_watermark: bool) -> list[str]:
-    """Sessions are kept from the view's own rows, so the view must hold every session and its keys."""
+    """Sessions are kept from the view's own rows, so the view must hold every session and its keys,
+    each under its source name (the extension marks the output columns that carry a key)."""
     keys = [k.lower() for k in info.windows[0].partition_by]
-    outputs = {c.lower() for c in info.group_by or []}
+    outputs = {c["name"].lower() for c in info.output if c["window_role"] == "session_key"}
     blockers = []
     if not all(k in columns and k in outputs for k in keys):
         blockers.append("SESSION_KEYS_NOT_SOURCE_AND_OUTPUT_COLUMNS")
