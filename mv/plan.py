@@ -94,7 +94,5 @@ def _window_blockers(spark: SparkSession, info: QueryInfo, view_watermark: bool)
     if windows[0].kind == "SESSION":
         if len(windows) > 1:
             return ["SESSION_JOIN"]
-        if info.group_by is None:
-            return ["SESSION_ROWS_NOT_GROUPED"]
         return _session_blockers(info, columns[windows[0].sources[0]], view_watermark)
     return []

@@ -596,9 +596,39 @@ def _refresh_sessions(run: _Run, changes: str) -> None:
         "session_rows")
     recomputed = spark.sql(f"SELECT * FROM mv_substitute({sql_string(run.view.definition.query)}, "
                            f"{sql_string(source)}, {sql_string(rows)})")
+    if info.group_by is None:
+        return _replace_sessions(run, recomputed, regions, (low, high))
     current = spark.sql(f"SELECT a.* FROM {run.view.name} a LEFT SEMI JOIN {regions} b ON {match} "
                         f"AND {us(info.window_start, 'a.')} >= b.lo AND {us(info.window_end, 'a.')} - {gap} <= b.hi")
     _merge(run, recomputed, current)
+
+
+def _replace_sessions(run: _Run, recomputed: DataFrame, regions: str, span: tuple[int, int]) -> None:
+    """Rows over SESSION (Top-N, deduplication): one MERGE deletes the view's rows whose session
+    lies in a region and inserts the regions' recomputed rows; exact for duplicates, as no new row
+    matches.
+
+    The regions join as source rows matching the view's rows to delete: per key they are disjoint,
+    so each view row matches at most one (Delta allows no more), and unlike a subquery in a
+    NOT MATCHED BY SOURCE condition the join hashes the keys.
+
+    Example: regions [("a", 00:01, 00:12)] delete a's rows of 00:01-00:17 (gap 5) and insert a's
+    rows recomputed from its bids of 00:01-00:12.
+    """
+    w, t, gap = run.info.windows[0], run.time_type, run.info.windows[0].size
+    start, end = quote(run.info.window_start), quote(run.info.window_end)
+    keys = [quote(k) for k in w.partition_by]
+    marked = run.spark.table(regions).selectExpr(*keys, "lo AS __lo", "hi AS __hi", "'region' AS __op")
+    source = run.temp_view(recomputed.withColumn("__op", F.lit("insert"))
+                           .unionByName(marked, allowMissingColumns=True), "replace")
+    on = " AND ".join([f"t.{k} <=> s.{k}" for k in keys] + [
+        "s.__op = 'region'", f"{micros_sql('t.' + start, t)} >= s.__lo",
+        f"{micros_sql('t.' + end, t)} - {gap} <= s.__hi",  # the session's last row
+        f"t.{start} >= {time_sql(span[0], t)} AND t.{start} <= {time_sql(span[1], t)}"])  # skips other files
+    cols = ", ".join(quote(c) for c in run.columns)
+    run.pending_merge = (f"MERGE INTO {run.view.name} t USING {source} s ON {on} WHEN MATCHED THEN DELETE "
+                         f"WHEN NOT MATCHED AND s.__op = 'insert' THEN INSERT ({cols}) "
+                         f"VALUES ({', '.join('s.' + quote(c) for c in run.columns)})")
 
 
 def _merge(run: _Run, recomputed: DataFrame, current: DataFrame, delete_missing: bool | str = False,
