@@ -243,6 +243,11 @@ SESSION_EXPLAINED = [  # (query over {session}, technique, reason)
      "FROM {session}) WHERE r = 2", "full", "SESSION_ROWS_FILTERED"),
     ("SELECT item, window_start, window_end, count(*) AS n FROM {session} "
      "GROUP BY item, window_start, window_end HAVING count(*) > 1", "full", "SESSION_ROWS_FILTERED"),
+    ("SELECT l.item, l.window_start, l.window_end, l.price, r.price AS other FROM {session} l JOIN {session} r "
+     "ON l.window_start = r.window_start AND l.window_end = r.window_end AND l.item = r.item WHERE l.price > 2",
+     "incremental", "CHANGES_ONLY"),   # joined sessions are found from the sources: filters are fine
+    ("SELECT l.item, l.window_start, l.window_end, r.item AS other FROM {session} l JOIN {session} r "
+     "ON l.window_start = r.window_start AND l.window_end = r.window_end", "full", "SESSION_JOIN_NOT_ON_KEYS"),
     ("SELECT item AS what, window_start, window_end, price FROM {session}", "full",
      "SESSION_KEYS_NOT_SOURCE_AND_OUTPUT_COLUMNS"),
     ("SELECT price AS item, window_start, window_end FROM {session}", "full",
@@ -251,8 +256,8 @@ SESSION_EXPLAINED = [  # (query over {session}, technique, reason)
 
 
 @pytest.mark.parametrize("query, technique, reason", SESSION_EXPLAINED,
-                         ids=["top_n", "rank_limits", "filter", "not_rank_one", "having", "key_renamed",
-                              "key_impostor"])
+                         ids=["top_n", "rank_limits", "filter", "not_rank_one", "having", "self_join",
+                              "join_not_on_keys", "key_renamed", "key_impostor"])
 def test_explain_says_which_session_rows_are_kept_incrementally_and_why_not(spark, given, query, technique, reason):
     """Given a query over sessions per item, when EXPLAIN CREATE is asked (nothing is created), then it
     names the technique and reason: a filter above the sessions other than a Top-N limit could drop
@@ -261,3 +266,33 @@ def test_explain_says_which_session_rows_are_kept_incrementally_and_why_not(spar
     text = query.format(session=SESSION.format(bids=bids))
     plan = dict(map(tuple, mv.sql(spark, f"EXPLAIN CREATE MATERIALIZED VIEW {given.name('v')} AS {text}").collect()))
     assert (plan["technique"], plan["reason"]) == (technique, reason)
+
+
+# --- SESSION window joins --------------------------------------------------------------------------
+
+SESSION_PAIRS = """SELECT l.window_start, l.window_end, l.item, l.price AS bid, r.price AS ask
+                   FROM {bids_session} l {join} {asks_session} r
+                   ON l.window_start = r.window_start AND l.window_end = r.window_end AND l.item = r.item"""
+SESSION_PAIR_COUNTS = """SELECT l.item, l.window_start, l.window_end, count(*) AS pairs, max(r.price) AS top_ask
+                         FROM {bids_session} l {join} {asks_session} r
+                         ON l.window_start = r.window_start AND l.window_end = r.window_end AND l.item = r.item
+                         GROUP BY l.item, l.window_start, l.window_end"""
+
+
+@pytest.mark.parametrize("shape, join", [(SESSION_PAIRS, "JOIN"), (SESSION_PAIR_COUNTS, "JOIN"),
+                                         (SESSION_PAIRS, "LEFT JOIN")], ids=["rows", "grouped", "left_join"])
+def test_joined_sessions_are_kept_incrementally_through_inserts_updates_and_deletes(spark, given, shape, join):
+    """Given bids and asks, each in 5-minute sessions per item, joined where an item's bid and ask
+    sessions have equal bounds, when both tables change at random, then each refresh is
+    incremental and the view equals its query recomputed."""
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "a", "00:04", 4), bid(3, "b", "00:02", 7),
+                      bid(4, "a", "00:12", 2), bid(5, "c", "00:30", 3))
+    asks = given.bids(bid(1, "a", "00:01", 5), bid(2, "a", "00:04", 6), bid(3, "b", "00:02", 8),
+                      bid(4, "a", "00:14", 3), bid(5, "c", "00:30", 4))
+    query = shape.format(bids_session=SESSION.format(bids=bids), asks_session=SESSION.format(bids=asks), join=join)
+    view = given.view(query)
+    rng, next_id = random.Random(shape + join), 6
+    for _ in range(2):
+        change_randomly(spark, bids, rng, next_id)
+        next_id = change_randomly(spark, asks, rng, next_id)
+        refreshed(spark, view, query)

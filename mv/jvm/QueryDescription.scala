@@ -6,8 +6,8 @@ import scala.jdk.CollectionConverters._
 import com.fasterxml.jackson.databind.ObjectMapper
 
 import org.apache.spark.sql.catalyst.catalog.HiveTableRelation
-import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, Cast, DenseRank, EqualTo,
-  ExprId, Expression, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual, Literal, NamedExpression,
+import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, Cast, DenseRank, EqualNullSafe,
+  EqualTo, ExprId, Expression, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual, Literal, NamedExpression,
   PredicateHelper, Rank, RowNumber, WindowExpression}
 import org.apache.spark.sql.catalyst.plans.logical._
 import org.apache.spark.sql.classic.SparkSession
@@ -124,7 +124,7 @@ object QueryDescription extends PredicateHelper {
    * keeps rank 1), and an OVER must see one session's rows only (partitioned by the keys too:
    * sessions of different keys can have equal bounds).
    */
-  private def sessionReasons(plan: LogicalPlan, session: WindowTableFunction): Seq[String] = {
+  private def sessionReasons(plan: LogicalPlan, session: WindowTableFunction, joined: Boolean): Seq[String] = {
     val keys = session.partitionBy.collect { case a: Attribute => a.exprId }
     val lineage = traced(plan, keys.map(k => k -> k).toMap)
     val ranks = traced(plan, plan.collect { case w: Window => w.windowExpressions.collect {
@@ -137,12 +137,31 @@ object QueryDescription extends PredicateHelper {
     val reasons = mutable.LinkedHashSet[String]()
     plan.foreach {
       case w: Window if w.exists(_ eq session) && !byKeys(w.partitionSpec) => reasons += "SESSION_OVER_NOT_BY_KEYS"
-      case f: Filter if f.exists(_ eq session) && !keepsRankOne(f.condition, ranks.keySet) =>
+      // Joined sessions find their regions from the sources, not from the view: filters are fine.
+      case f: Filter if !joined && f.exists(_ eq session) && !keepsRankOne(f.condition, ranks.keySet) =>
         reasons += "SESSION_ROWS_FILTERED"
-      case g: Generate if g.exists(_ eq session) && !g.outer => reasons += "SESSION_ROWS_FILTERED"
+      case g: Generate if !joined && g.exists(_ eq session) && !g.outer => reasons += "SESSION_ROWS_FILTERED"
       case _ =>
     }
     reasons.toSeq
+  }
+
+  /**
+   * Whether two SESSION windows are joined on their keys, key by key under the same names (a
+   * changed session then moves only the joined rows of its own key).
+   */
+  private def joinedOnKeys(plan: LogicalPlan, left: WindowTableFunction, right: WindowTableFunction): Boolean = {
+    def attributes(w: WindowTableFunction) = w.partitionBy.collect { case a: Attribute => a }
+    val (l, r) = (attributes(left), attributes(right))
+    val sameNames = l.size == left.partitionBy.size && r.size == right.partitionBy.size &&
+      l.map(_.name.toLowerCase) == r.map(_.name.toLowerCase)
+    val lineage = traced(plan, (l.map(_.exprId).zipWithIndex ++ r.map(_.exprId).zipWithIndex.map {
+      case (id, i) => id -> -(i + 1) }).toMap)
+    val equated = plan.collect { case j: Join => j.condition.toSeq.flatMap(splitConjunctivePredicates) }.flatten.collect {
+      case EqualTo(a: Attribute, b: Attribute) => (lineage.get(a.exprId), lineage.get(b.exprId))
+      case EqualNullSafe(a: Attribute, b: Attribute) => (lineage.get(a.exprId), lineage.get(b.exprId))
+    }.collect { case (Some(x), Some(y)) => Set(x, y) }.toSet
+    sameNames && l.indices.forall(i => equated.contains(Set(i, -(i + 1))))
   }
 
   /** Whether `condition` is a conjunction of Top-N limits (rn <= n, rn < n, rn = 1) on `ranks`. */
@@ -197,7 +216,9 @@ object QueryDescription extends PredicateHelper {
       case _: Union | _: Intersect | _: Except => reasons += "SET_OPERATION"
       case _ =>
     }
-    windows.filter(_.spec.kind.name == "SESSION").foreach(s => reasons ++= sessionReasons(plan, s))
+    val sessions = windows.filter(_.spec.kind.name == "SESSION")
+    sessions.foreach(s => reasons ++= sessionReasons(plan, s, joined = sessions.size > 1))
+    if (sessions.size == 2 && !joinedOnKeys(plan, sessions(0), sessions(1))) reasons += "SESSION_JOIN_NOT_ON_KEYS"
     windows.foreach { w =>
       if (w.child.collectLeaves().flatMap(tableName).size != 1) reasons += "WINDOW_OVER_SEVERAL_SOURCES"
       w.child.foreach {
