@@ -296,3 +296,24 @@ def test_joined_sessions_are_kept_incrementally_through_inserts_updates_and_dele
         change_randomly(spark, bids, rng, next_id)
         next_id = change_randomly(spark, asks, rng, next_id)
         refreshed(spark, view, query)
+
+
+def test_a_deleted_bid_splits_a_long_joined_session_found_beyond_the_first_search(spark, given):
+    """Given an item's bids and asks every 4 minutes for an hour (one session each, longer than the
+    first search around a change reaches), when the 00:28 bid is deleted, then the bids' session
+    splits in two, neither has the asks' bounds, and the view, refreshed incrementally, is empty;
+    when it is inserted again, the pair is back."""
+    every_4 = [bid(i, "a", f"00:{4 * i:02d}", i) for i in range(15)]
+    bids, asks = given.bids(*every_4), given.bids(*every_4)
+    query = SESSION_PAIRS.format(bids_session=SESSION.format(bids=bids), asks_session=SESSION.format(bids=asks),
+                                 join="JOIN")
+    view = given.view(query)
+    assert spark.table(view).count() == 15 * 15
+
+    spark.sql(f"DELETE FROM {bids} WHERE id = 7")
+    refreshed(spark, view, query)
+    assert spark.table(view).count() == 0
+
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(7, 'a', '00:28', 7))}")
+    refreshed(spark, view, query)
+    assert spark.table(view).count() == 15 * 15
