@@ -648,8 +648,8 @@ def _rows_in_regions(run: _Run, w, regions: str, span: tuple[int, int] | None, s
     match = " AND ".join([f"a.{k} <=> b.{k}" for k in keys] + [f"{us} BETWEEN b.lo AND b.hi"])
     where = (f" WHERE a.{quote(w.time_column)} BETWEEN {time_sql(span[0], t)} AND {time_sql(span[1], t)}"
              if span else "")  # a constant range on the time column: Delta skips other files
-    return run.temp_view(run.spark.sql(f"SELECT a.* FROM {w.sources[0]} a LEFT SEMI JOIN {regions} b ON {match}{where}"),
-                         f"side_{side}_rows")
+    rows = run.spark.sql(f"SELECT a.* FROM {w.sources[0]} a LEFT SEMI JOIN {regions} b ON {match}{where}")
+    return run.temp_view(rows, f"side_{side}_rows")
 
 
 def _time_type(run: _Run, w) -> str:
@@ -669,9 +669,11 @@ def _joined_session_regions(run: _Run, changes: dict[str, str]) -> tuple[str, tu
     keys = [quote(k) for k in w0.partition_by]
     keys_ = "".join(f"{k}, " for k in keys)
     sides = list({w.sources[0]: w for w in run.info.windows}.values())
-    changed = run.temp_view(spark.sql(" UNION ".join(
+    frame = spark.sql(" UNION ".join(
         f"SELECT {keys_}{micros_sql(quote(w.time_column), _time_type(run, w))} AS t FROM {changes[w.sources[0]]} "
-        f"WHERE {quote(w.time_column)} IS NOT NULL" for w in sides if w.sources[0] in changes)).cache(), "changed")
+        f"WHERE {quote(w.time_column)} IS NOT NULL" for w in sides if w.sources[0] in changes)).cache()
+    run.cached.append(frame)
+    changed = run.temp_view(frame, "changed")
     low, high = spark.sql(f"SELECT min(t), max(t) FROM {changed}").first()
     if low is None:
         return None
@@ -680,8 +682,10 @@ def _joined_session_regions(run: _Run, changes: dict[str, str]) -> tuple[str, tu
             f"WITH spans AS (SELECT {keys_}t - {width * w0.size if width else 2 ** 62} AS lo, "
             f"t + {width * w0.size if width else 2 ** 62} AS hi FROM {changed}), {_merged_spans(keys)}"), "spans")
         span = (low - width * w0.size, high + width * w0.size) if width else None
-        sessions = _sessions_of_u(run, sides, changes, changed, spans, span)
-        holding = run.temp_view(spark.sql(f"SELECT * FROM {sessions} WHERE changes > 0").cache(), "holding")
+        sessions = _sessions_of_u(run, sides, changed, spans, span)
+        frame = spark.sql(f"SELECT * FROM {sessions} WHERE changes > 0").cache()
+        run.cached.append(frame)
+        holding = run.temp_view(frame, "holding")
         if width is None or not spark.sql(f"SELECT 1 FROM {holding} WHERE first - {w0.size} < lo "
                                           f"OR last + {w0.size} > hi LIMIT 1").collect():
             break
@@ -690,8 +694,7 @@ def _joined_session_regions(run: _Run, changes: dict[str, str]) -> tuple[str, tu
     return regions, (bounds[0], bounds[1])
 
 
-def _sessions_of_u(run: _Run, sides, changes: dict[str, str], changed: str, spans: str,
-                   span: tuple[int, int] | None) -> str:
+def _sessions_of_u(run: _Run, sides, changed: str, spans: str, span: tuple[int, int] | None) -> str:
     """A temporary view: U's sessions within each of `spans` (keys, lo, hi, first, last, changes)."""
     keys = [quote(k) for k in run.info.windows[0].partition_by]
     keys_ = "".join(f"{k}, " for k in keys)
@@ -704,11 +707,11 @@ def _sessions_of_u(run: _Run, sides, changes: dict[str, str], changed: str, span
         rows.append(f"SELECT {keys_}{micros_sql(quote(w.time_column), t)} AS t, 0 AS changed "
                     f"FROM {w.sources[0]}{where}")
     rows.append(f"SELECT {keys_}t, 1 AS changed FROM {changed}")  # the retracted rows among them
-    partition = ", ".join(keys + ["lo"])
+    partition, gap = ", ".join(keys + ["lo"]), run.info.windows[0].size
     return run.temp_view(run.spark.sql(f"""
         WITH u AS ({' UNION ALL '.join(rows)}),
         inside AS (SELECT /*+ BROADCAST(s) */ u.*, s.lo, s.hi FROM u JOIN {spans} s ON {match}),
-        marked AS (SELECT *, CASE WHEN t - lag(t) OVER (PARTITION BY {partition} ORDER BY t) <= {run.info.windows[0].size}
+        marked AS (SELECT *, CASE WHEN t - lag(t) OVER (PARTITION BY {partition} ORDER BY t) <= {gap}
                    THEN 0 ELSE 1 END AS starts FROM inside),
         numbered AS (SELECT *, sum(starts) OVER (PARTITION BY {partition} ORDER BY t ROWS UNBOUNDED PRECEDING) AS sid
                      FROM marked)
@@ -717,9 +720,9 @@ def _sessions_of_u(run: _Run, sides, changes: dict[str, str], changed: str, span
 
 
 def _replace_sessions(run: _Run, recomputed: DataFrame, regions: str, span: tuple[int, int]) -> None:
-    """Rows over SESSION (Top-N, deduplication): one MERGE deletes the view's rows whose session
-    lies in a region and inserts the regions' recomputed rows; exact for duplicates, as no new row
-    matches.
+    """Rows over SESSION (Top-N, deduplication) and joined sessions: one MERGE deletes the view's
+    rows whose session lies in a region and inserts the regions' recomputed rows; exact for
+    duplicates, as no new row matches.
 
     The regions join as source rows matching the view's rows to delete: per key they are disjoint,
     so each view row matches at most one (Delta allows no more), and unlike a subquery in a

@@ -157,7 +157,8 @@ object QueryDescription extends PredicateHelper {
       l.map(_.name.toLowerCase) == r.map(_.name.toLowerCase)
     val lineage = traced(plan, (l.map(_.exprId).zipWithIndex ++ r.map(_.exprId).zipWithIndex.map {
       case (id, i) => id -> -(i + 1) }).toMap)
-    val equated = plan.collect { case j: Join => j.condition.toSeq.flatMap(splitConjunctivePredicates) }.flatten.collect {
+    val conditions = plan.collect { case j: Join => j.condition.toSeq.flatMap(splitConjunctivePredicates) }.flatten
+    val equated = conditions.collect {
       case EqualTo(a: Attribute, b: Attribute) => (lineage.get(a.exprId), lineage.get(b.exprId))
       case EqualNullSafe(a: Attribute, b: Attribute) => (lineage.get(a.exprId), lineage.get(b.exprId))
     }.collect { case (Some(x), Some(y)) => Set(x, y) }.toSet

@@ -30,8 +30,10 @@ object SourceSubstitution {
     new ExpressionInfo(getClass.getName, null, functionName,
       "mv_substitute(query, source_table, replacement) - The query with source_table read from replacement.", ""),
     (args: Seq[Expression]) => args match {
-      case (query: Literal) +: pairs if pairs.nonEmpty && pairs.size % 2 == 0 &&
-          args.forall(l => l.isInstanceOf[Literal] && l.dataType == StringType && l.asInstanceOf[Literal].value != null) =>
+      case (query: Literal) +: pairs if pairs.nonEmpty && pairs.size % 2 == 0 && args.forall {
+            case l: Literal => l.dataType == StringType && l.value != null
+            case _ => false
+          } =>
         substitute(query.toString, pairs.map(_.toString).grouped(2).map(p => p(0) -> p(1)).toSeq)
       case _ => throw new IllegalArgumentException(
         "mv_substitute takes string literals: the query, then one or more source tables each with its replacement")
