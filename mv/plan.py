@@ -46,12 +46,19 @@ def plan(spark: SparkSession, view: View, info: QueryInfo, previous: RefreshStat
     return Plan("incremental", "CHANGES_ONLY")
 
 
-def _session_blockers(info: QueryInfo, columns: set[str], view_watermark: bool) -> list[str]:
-    """Sessions are kept from the view's own rows, so the view must hold every session and its keys."""
-    keys = [k.lower() for k in info.windows[0].partition_by]
-    outputs = {c.lower() for c in info.group_by or []}
+def _session_blockers(info: QueryInfo, columns: dict[str, set[str]], view_watermark: bool) -> list[str]:
+    """Sessions are kept from the view's own rows, so the view must hold every session and its keys,
+    each under its source name (the extension marks the output columns that carry a key). Two
+    joined sessions, the extension checks, are joined on their keys; they are recomputed from their
+    sources by source table, so one source read twice must be windowed on the same time column."""
+    windows = info.windows
+    if len(windows) > 2 or len({(w.sources[0], w.time_column.lower()) for w in windows}) != len(
+            {w.sources[0] for w in windows}):
+        return ["SESSION_JOIN"]
+    keys = [k.lower() for k in windows[0].partition_by]
+    outputs = {c["name"].lower() for c in info.output if c["window_role"] == "session_key"}
     blockers = []
-    if not all(k in columns and k in outputs for k in keys):
+    if not all(k in columns[w.sources[0]] and k in outputs for k in keys for w in windows):
         blockers.append("SESSION_KEYS_NOT_SOURCE_AND_OUTPUT_COLUMNS")
     if view_watermark:
         blockers.append("SESSION_WITH_WATERMARK")
@@ -91,9 +98,5 @@ def _window_blockers(spark: SparkSession, info: QueryInfo, view_watermark: bool)
     if any(w.time_column.lower() not in columns[w.sources[0]] for w in windows):
         return ["TIME_COLUMN_NOT_A_SOURCE_COLUMN"]
     if windows[0].kind == "SESSION":
-        if len(windows) > 1:
-            return ["SESSION_JOIN"]
-        if info.group_by is None:
-            return ["SESSION_ROWS_NOT_GROUPED"]
-        return _session_blockers(info, columns[windows[0].sources[0]], view_watermark)
+        return _session_blockers(info, columns, view_watermark)
     return []

@@ -349,6 +349,8 @@ def _incremental(run: _Run) -> RefreshState:
         return state
     if run.info.shape == "aggregate":
         _refresh_groups(run, next(iter(views.values())))
+    elif run.info.windows[0].kind == "SESSION" and len(run.info.windows) > 1:
+        _refresh_session_join(run, views)
     elif run.info.windows[0].kind == "SESSION":
         _refresh_sessions(run, next(iter(views.values())))
     else:
@@ -572,7 +574,6 @@ def _refresh_sessions(run: _Run, changes: str) -> None:
     match = " AND ".join([f"a.{k} <=> b.{k}" for k in keys] or ["true"])
     a_keys = "".join(f"a.{k}, " for k in keys)
     keys_ = "".join(f"{k}, " for k in keys)
-    partition = f"PARTITION BY {', '.join(keys)}" if keys else ""
     regions = run.temp_view(spark.sql(f"""
         WITH changed AS (SELECT DISTINCT {keys_}{us(w.time_column)} AS t FROM {changes}
                          WHERE {quote(w.time_column)} IS NOT NULL),
@@ -582,11 +583,7 @@ def _refresh_sessions(run: _Run, changes: str) -> None:
                     WHERE {us(info.window_start, "a.")} <= b.t + {gap} AND {us(info.window_end, "a.")} >= b.t),
         spans AS (SELECT {keys_}t - {gap} AS lo, t + {gap} AS hi FROM changed
                   UNION ALL SELECT {keys_}lo, hi FROM touched),
-        marked AS (SELECT *, CASE WHEN lo <= max(hi) OVER ({partition} ORDER BY lo, hi
-                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) THEN 0 ELSE 1 END AS starts FROM spans),
-        grouped AS (SELECT *, sum(starts) OVER ({partition} ORDER BY lo, hi ROWS UNBOUNDED PRECEDING) AS grp
-                    FROM marked)
-        SELECT {keys_}min(lo) AS lo, max(hi) AS hi FROM grouped GROUP BY {keys_}grp""").cache(), "regions")
+        {_merged_spans(keys)}""").cache(), "regions")
     low, high = spark.sql(f"SELECT min(lo), max(hi) FROM {regions}").first()
     if low is None:
         return
@@ -600,9 +597,158 @@ def _refresh_sessions(run: _Run, changes: str) -> None:
         "session_rows")
     recomputed = spark.sql(f"SELECT * FROM mv_substitute({sql_string(run.view.definition.query)}, "
                            f"{sql_string(source)}, {sql_string(rows)})")
+    if info.group_by is None:
+        return _replace_sessions(run, recomputed, regions, (low, high))
     current = spark.sql(f"SELECT a.* FROM {run.view.name} a LEFT SEMI JOIN {regions} b ON {match} "
                         f"AND {us(info.window_start, 'a.')} >= b.lo AND {us(info.window_end, 'a.')} - {gap} <= b.hi")
     _merge(run, recomputed, current)
+
+
+def _merged_spans(keys: list[str]) -> str:
+    """SQL after a CTE `spans` (keys, lo, hi): per key, the spans that overlap or touch merged.
+
+    Example: spans a [1, 5], a [4, 9], a [12, 13] give a [1, 9] and a [12, 13].
+    """
+    keys_ = "".join(f"{k}, " for k in keys)
+    partition = f"PARTITION BY {', '.join(keys)}" if keys else ""
+    return f"""marked AS (SELECT *, CASE WHEN lo <= max(hi) OVER ({partition} ORDER BY lo, hi
+                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) THEN 0 ELSE 1 END AS starts FROM spans),
+        grouped AS (SELECT *, sum(starts) OVER ({partition} ORDER BY lo, hi ROWS UNBOUNDED PRECEDING) AS grp
+                    FROM marked)
+        SELECT {keys_}min(lo) AS lo, max(hi) AS hi FROM grouped GROUP BY {keys_}grp"""
+
+
+# Half-widths, in gaps, of the spans around the changes searched for the sessions they reach;
+# None: all time (always enough).
+SESSION_SEARCH = (4, 256, None)
+
+
+def _refresh_session_join(run: _Run, changes: dict[str, str]) -> None:
+    """Joined SESSION windows: recompute both sides' sessions in the regions the changes reach.
+
+    A joined row is one left and one right session of a key, overlapping in time. The regions are
+    sessions over U, every row either side has now or had before (current rows and retracted ones):
+    each side's old and new sessions lie inside one session of U, and a U-session without a changed
+    row is the same before and after, and so are both sides' sessions in it. So the view's rows
+    whose session lies in a U-session holding a change are replaced by the query recomputed over
+    just those U-sessions' rows, which are exact there: no row of either side is within gap of them.
+    """
+    found = _joined_session_regions(run, changes)
+    if found is None:
+        return
+    regions, span = found
+    sides = {w.sources[0]: w for w in run.info.windows}
+    replaced = [x for i, (source, w) in enumerate(sides.items())
+                for x in (source, _rows_in_regions(run, w, regions, span, i))]
+    recomputed = run.spark.sql("SELECT * FROM mv_substitute(" + ", ".join(
+        sql_string(x) for x in [run.view.definition.query] + replaced) + ")")
+    _replace_sessions(run, recomputed, regions, span)
+
+
+def _rows_in_regions(run: _Run, w, regions: str, span: tuple[int, int] | None, side: int) -> str:
+    """A temporary view of `w`'s source rows whose key and time are in one of `regions`."""
+    keys, t = [quote(k) for k in w.partition_by], _time_type(run, w)
+    us = micros_sql(f"a.{quote(w.time_column)}", t)
+    match = " AND ".join([f"a.{k} <=> b.{k}" for k in keys] + [f"{us} BETWEEN b.lo AND b.hi"])
+    where = (f" WHERE a.{quote(w.time_column)} BETWEEN {time_sql(span[0], t)} AND {time_sql(span[1], t)}"
+             if span else "")  # a constant range on the time column: Delta skips other files
+    rows = run.spark.sql(f"SELECT a.* FROM {w.sources[0]} a LEFT SEMI JOIN {regions} b ON {match}{where}")
+    return run.temp_view(rows, f"side_{side}_rows")
+
+
+def _time_type(run: _Run, w) -> str:
+    return next(f.dataType.simpleString() for f in run.spark.table(w.sources[0]).schema
+                if f.name.lower() == w.time_column.lower())
+
+
+def _joined_session_regions(run: _Run, changes: dict[str, str]) -> tuple[str, tuple[int, int] | None] | None:
+    """The U-sessions (`_refresh_session_join`) holding a change, per key, as a view (keys, lo, hi)
+    with their overall time span; None without changes.
+
+    U's sessions are computed over its rows within spans around the changes, which is exact for
+    those with no row of U within gap of a span's edge; the spans widen until every session holding
+    a change is one of those (SESSION_SEARCH).
+    """
+    spark, w0 = run.spark, run.info.windows[0]
+    keys = [quote(k) for k in w0.partition_by]
+    keys_ = "".join(f"{k}, " for k in keys)
+    sides = list({w.sources[0]: w for w in run.info.windows}.values())
+    frame = spark.sql(" UNION ".join(
+        f"SELECT {keys_}{micros_sql(quote(w.time_column), _time_type(run, w))} AS t FROM {changes[w.sources[0]]} "
+        f"WHERE {quote(w.time_column)} IS NOT NULL" for w in sides if w.sources[0] in changes)).cache()
+    run.cached.append(frame)
+    changed = run.temp_view(frame, "changed")
+    low, high = spark.sql(f"SELECT min(t), max(t) FROM {changed}").first()
+    if low is None:
+        return None
+    for width in SESSION_SEARCH:
+        spans = run.temp_view(spark.sql(
+            f"WITH spans AS (SELECT {keys_}t - {width * w0.size if width else 2 ** 62} AS lo, "
+            f"t + {width * w0.size if width else 2 ** 62} AS hi FROM {changed}), {_merged_spans(keys)}"), "spans")
+        span = (low - width * w0.size, high + width * w0.size) if width else None
+        sessions = _sessions_of_u(run, sides, changed, spans, span)
+        frame = spark.sql(f"SELECT * FROM {sessions} WHERE changes > 0").cache()
+        run.cached.append(frame)
+        holding = run.temp_view(frame, "holding")
+        if width is None or not spark.sql(f"SELECT 1 FROM {holding} WHERE first - {w0.size} < lo "
+                                          f"OR last + {w0.size} > hi LIMIT 1").collect():
+            break
+    regions = run.temp_view(spark.sql(f"SELECT {keys_}first AS lo, last AS hi FROM {holding}"), "regions")
+    bounds = spark.sql(f"SELECT min(lo), max(hi) FROM {regions}").first()
+    return regions, (bounds[0], bounds[1])
+
+
+def _sessions_of_u(run: _Run, sides, changed: str, spans: str, span: tuple[int, int] | None) -> str:
+    """A temporary view: U's sessions within each of `spans` (keys, lo, hi, first, last, changes)."""
+    keys = [quote(k) for k in run.info.windows[0].partition_by]
+    keys_ = "".join(f"{k}, " for k in keys)
+    match = " AND ".join([f"u.{k} <=> s.{k}" for k in keys] + ["u.t BETWEEN s.lo AND s.hi"])
+    rows = []
+    for w in sides:
+        t = _time_type(run, w)
+        where = (f" WHERE {quote(w.time_column)} BETWEEN {time_sql(span[0], t)} AND {time_sql(span[1], t)}"
+                 if span else "")
+        rows.append(f"SELECT {keys_}{micros_sql(quote(w.time_column), t)} AS t, 0 AS changed "
+                    f"FROM {w.sources[0]}{where}")
+    rows.append(f"SELECT {keys_}t, 1 AS changed FROM {changed}")  # the retracted rows among them
+    partition, gap = ", ".join(keys + ["lo"]), run.info.windows[0].size
+    return run.temp_view(run.spark.sql(f"""
+        WITH u AS ({' UNION ALL '.join(rows)}),
+        inside AS (SELECT /*+ BROADCAST(s) */ u.*, s.lo, s.hi FROM u JOIN {spans} s ON {match}),
+        marked AS (SELECT *, CASE WHEN t - lag(t) OVER (PARTITION BY {partition} ORDER BY t) <= {gap}
+                   THEN 0 ELSE 1 END AS starts FROM inside),
+        numbered AS (SELECT *, sum(starts) OVER (PARTITION BY {partition} ORDER BY t ROWS UNBOUNDED PRECEDING) AS sid
+                     FROM marked)
+        SELECT {keys_}lo, hi, min(t) AS first, max(t) AS last, sum(changed) AS changes
+        FROM numbered GROUP BY {keys_}lo, hi, sid"""), "u_sessions")
+
+
+def _replace_sessions(run: _Run, recomputed: DataFrame, regions: str, span: tuple[int, int]) -> None:
+    """Rows over SESSION (Top-N, deduplication) and joined sessions: one MERGE deletes the view's
+    rows whose session lies in a region and inserts the regions' recomputed rows; exact for
+    duplicates, as no new row matches.
+
+    The regions join as source rows matching the view's rows to delete: per key they are disjoint,
+    so each view row matches at most one (Delta allows no more), and unlike a subquery in a
+    NOT MATCHED BY SOURCE condition the join hashes the keys.
+
+    Example: regions [("a", 00:01, 00:12)] delete a's rows of 00:01-00:17 (gap 5) and insert a's
+    rows recomputed from its bids of 00:01-00:12.
+    """
+    w, t, gap = run.info.windows[0], run.time_type, run.info.windows[0].size
+    start, end = quote(run.info.window_start), quote(run.info.window_end)
+    keys = [quote(k) for k in w.partition_by]
+    marked = run.spark.table(regions).selectExpr(*keys, "lo AS __lo", "hi AS __hi", "'region' AS __op")
+    source = run.temp_view(recomputed.withColumn("__op", F.lit("insert"))
+                           .unionByName(marked, allowMissingColumns=True), "replace")
+    on = " AND ".join([f"t.{k} <=> s.{k}" for k in keys] + [
+        "s.__op = 'region'", f"{micros_sql('t.' + start, t)} >= s.__lo",
+        f"{micros_sql('t.' + end, t)} - {gap} <= s.__hi",  # the session's last row
+        f"t.{start} >= {time_sql(span[0], t)} AND t.{start} <= {time_sql(span[1], t)}"])  # skips other files
+    cols = ", ".join(quote(c) for c in run.columns)
+    run.pending_merge = (f"MERGE INTO {run.view.name} t USING {source} s ON {on} WHEN MATCHED THEN DELETE "
+                         f"WHEN NOT MATCHED AND s.__op = 'insert' THEN INSERT ({cols}) "
+                         f"VALUES ({', '.join('s.' + quote(c) for c in run.columns)})")
 
 
 def _merge(run: _Run, recomputed: DataFrame, current: DataFrame | None, delete_missing: bool | str = False,

@@ -6,7 +6,9 @@ import scala.jdk.CollectionConverters._
 import com.fasterxml.jackson.databind.ObjectMapper
 
 import org.apache.spark.sql.catalyst.catalog.HiveTableRelation
-import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, ExprId, Expression, Literal, NamedExpression}
+import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, Cast, DenseRank, EqualNullSafe,
+  EqualTo, ExprId, Expression, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual, Literal, NamedExpression,
+  PredicateHelper, Rank, RowNumber, WindowExpression}
 import org.apache.spark.sql.catalyst.plans.logical._
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.execution.datasources.LogicalRelation
@@ -25,7 +27,7 @@ import org.apache.spark.sql.types.StringType
  * on source rows in that window's time range), `aggregate` (GROUP BY without windows),
  * `other` (refreshed in full).
  */
-object QueryDescription {
+object QueryDescription extends PredicateHelper {
 
   val functionName = "mv_describe"
 
@@ -95,19 +97,100 @@ object QueryDescription {
     "partition_by" -> w.partitionBy.map { case a: Attribute => a.name; case e => e.sql },
     "sources" -> w.child.collectLeaves().flatMap(tableName))
 
-  /** Output exprIds that carry a window function's window_start / window_end / window_time. */
-  private def windowRoles(plan: LogicalPlan): Map[ExprId, String] = {
-    val roles = mutable.Map[ExprId, String]()
-    plan.foreachUp {
-      case w: WindowTableFunction =>
-        w.windowOutput.zip(WindowTableFunction.columnNames).foreach { case (a, role) => roles(a.exprId) = role }
-      case node =>
-        node.expressions.foreach {
-          case alias @ Alias(a: Attribute, _) if roles.contains(a.exprId) => roles(alias.exprId) = roles(a.exprId)
-          case _ =>
-        }
+  /**
+   * ExprIds that carry a window function's window_start / window_end / window_time, or a SESSION
+   * key (`session_key`: the attribute its PARTITION BY names, passed through or renamed).
+   */
+  private def windowRoles(plan: LogicalPlan): Map[ExprId, String] = traced(plan, plan.collect {
+    case w: WindowTableFunction =>
+      w.windowOutput.map(_.exprId).zip(WindowTableFunction.columnNames) ++
+        w.partitionBy.collect { case a: Attribute if w.spec.kind.name == "SESSION" => a.exprId -> "session_key" }
+  }.flatten.toMap)
+
+  /** `seeds`, plus every attribute that is a plain alias of one of them, with its seed's value. */
+  private def traced[T](plan: LogicalPlan, seeds: Map[ExprId, T]): Map[ExprId, T] = {
+    val found = mutable.Map[ExprId, T]() ++= seeds
+    plan.foreachUp(_.expressions.foreach {
+      case alias @ Alias(a: Attribute, _) if found.contains(a.exprId) => found(alias.exprId) = found(a.exprId)
+      case _ =>
+    })
+    found.toMap
+  }
+
+  /**
+   * Why rows over SESSION cannot be kept session by session. The refresh finds the sessions a
+   * change reaches from the view's own rows, so every session must keep a row in the view (a
+   * filter above the sessions may only be a Top-N limit on ROW_NUMBER, RANK or DENSE_RANK, which
+   * keeps rank 1), and an OVER must see one session's rows only (partitioned by the keys too:
+   * sessions of different keys can have equal bounds).
+   */
+  private def sessionReasons(plan: LogicalPlan, session: WindowTableFunction, joined: Boolean): Seq[String] = {
+    val keys = session.partitionBy.collect { case a: Attribute => a.exprId }
+    val lineage = traced(plan, keys.map(k => k -> k).toMap)
+    val ranks = traced(plan, plan.collect { case w: Window => w.windowExpressions.collect {
+      case al @ Alias(WindowExpression(_: RowNumber | _: Rank | _: DenseRank, _), _) => al.exprId -> true
+    } }.flatten.toMap)
+    def byKeys(spec: Seq[Expression]): Boolean = keys.forall(k => spec.exists {
+      case a: Attribute => lineage.get(a.exprId).contains(k)
+      case _ => false
+    })
+    val reasons = mutable.LinkedHashSet[String]()
+    plan.foreach {
+      case w: Window if w.exists(_ eq session) && !byKeys(w.partitionSpec) => reasons += "SESSION_OVER_NOT_BY_KEYS"
+      // Joined sessions find their regions from the sources, not from the view: filters are fine.
+      case f: Filter if !joined && f.exists(_ eq session) && !keepsRankOne(f.condition, ranks.keySet) =>
+        reasons += "SESSION_ROWS_FILTERED"
+      case g: Generate if !joined && g.exists(_ eq session) && !g.outer => reasons += "SESSION_ROWS_FILTERED"
+      case _ =>
     }
-    roles.toMap
+    reasons.toSeq
+  }
+
+  /**
+   * Whether two SESSION windows are joined on their keys, key by key under the same names (a
+   * changed session then moves only the joined rows of its own key).
+   */
+  private def joinedOnKeys(plan: LogicalPlan, left: WindowTableFunction, right: WindowTableFunction): Boolean = {
+    def attributes(w: WindowTableFunction) = w.partitionBy.collect { case a: Attribute => a }
+    val (l, r) = (attributes(left), attributes(right))
+    val sameNames = l.size == left.partitionBy.size && r.size == right.partitionBy.size &&
+      l.map(_.name.toLowerCase) == r.map(_.name.toLowerCase)
+    val lineage = traced(plan, (l.map(_.exprId).zipWithIndex ++ r.map(_.exprId).zipWithIndex.map {
+      case (id, i) => id -> -(i + 1) }).toMap)
+    val conditions = plan.collect { case j: Join => j.condition.toSeq.flatMap(splitConjunctivePredicates) }.flatten
+    val equated = conditions.collect {
+      case EqualTo(a: Attribute, b: Attribute) => (lineage.get(a.exprId), lineage.get(b.exprId))
+      case EqualNullSafe(a: Attribute, b: Attribute) => (lineage.get(a.exprId), lineage.get(b.exprId))
+    }.collect { case (Some(x), Some(y)) => Set(x, y) }.toSet
+    sameNames && l.indices.forall(i => equated.contains(Set(i, -(i + 1))))
+  }
+
+  /** Whether `condition` is a conjunction of Top-N limits (rn <= n, rn < n, rn = 1) on `ranks`. */
+  private def keepsRankOne(condition: Expression, ranks: Set[ExprId]): Boolean = {
+    object Rank1 {
+      def unapply(e: Expression): Option[Boolean] = e match {
+        case a: Attribute => Some(ranks.contains(a.exprId))
+        case c: Cast if c.child.isInstanceOf[Attribute] => Some(ranks.contains(c.child.asInstanceOf[Attribute].exprId))
+        case _ => None
+      }
+    }
+    object Number {
+      def unapply(e: Expression): Option[Long] = e match {
+        case Literal(v: Int, _) => Some(v.toLong)
+        case Literal(v: Long, _) => Some(v)
+        case c: Cast => unapply(c.child)
+        case _ => None
+      }
+    }
+    splitConjunctivePredicates(condition).forall {
+      case LessThanOrEqual(Rank1(true), Number(n)) => n >= 1
+      case GreaterThanOrEqual(Number(n), Rank1(true)) => n >= 1
+      case LessThan(Rank1(true), Number(n)) => n > 1
+      case GreaterThan(Number(n), Rank1(true)) => n > 1
+      case EqualTo(Rank1(true), Number(n)) => n == 1
+      case EqualTo(Number(n), Rank1(true)) => n == 1
+      case _ => false
+    }
   }
 
   /** Why a windowed query is still not kept window by window. */
@@ -134,6 +217,9 @@ object QueryDescription {
       case _: Union | _: Intersect | _: Except => reasons += "SET_OPERATION"
       case _ =>
     }
+    val sessions = windows.filter(_.spec.kind.name == "SESSION")
+    sessions.foreach(s => reasons ++= sessionReasons(plan, s, joined = sessions.size > 1))
+    if (sessions.size == 2 && !joinedOnKeys(plan, sessions(0), sessions(1))) reasons += "SESSION_JOIN_NOT_ON_KEYS"
     windows.foreach { w =>
       if (w.child.collectLeaves().flatMap(tableName).size != 1) reasons += "WINDOW_OVER_SEVERAL_SOURCES"
       w.child.foreach {

@@ -1,5 +1,7 @@
 package io.mvengine
 
+import scala.collection.mutable
+
 import org.apache.spark.sql.catalyst.FunctionIdentifier
 import org.apache.spark.sql.catalyst.expressions.{Alias, Expression, ExpressionInfo, Literal}
 import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, Project}
@@ -16,7 +18,8 @@ import org.apache.spark.sql.types.StringType
  * source rows that can affect it (for SESSION windows: the rows of the touched sessions), without
  * re-parsing or rewriting the query's text. The replacement must have every column of the source
  * (extra columns are ignored); each keeps the source column's identity, so the rest of the
- * analysed plan stays as it was.
+ * analysed plan stays as it was. Several sources take several pairs (joined SESSION windows):
+ * `mv_substitute('<query>', 'bids', 'affected_bids', 'asks', 'affected_asks')`.
  */
 object SourceSubstitution {
 
@@ -27,33 +30,43 @@ object SourceSubstitution {
     new ExpressionInfo(getClass.getName, null, functionName,
       "mv_substitute(query, source_table, replacement) - The query with source_table read from replacement.", ""),
     (args: Seq[Expression]) => args match {
-      case Seq(query: Literal, source: Literal, replacement: Literal)
-          if Seq(query, source, replacement).forall(l => l.dataType == StringType && l.value != null) =>
-        substitute(query.toString, source.toString, replacement.toString)
+      case (query: Literal) +: pairs if pairs.nonEmpty && pairs.size % 2 == 0 && args.forall {
+            case l: Literal => l.dataType == StringType && l.value != null
+            case _ => false
+          } =>
+        substitute(query.toString, pairs.map(_.toString).grouped(2).map(p => p(0) -> p(1)).toSeq)
       case _ => throw new IllegalArgumentException(
-        "mv_substitute takes three string literals: the query, the source table, the replacement")
+        "mv_substitute takes string literals: the query, then one or more source tables each with its replacement")
     })
 
-  private def substitute(queryText: String, source: String, replacementText: String): LogicalPlan = {
+  /** One pass, so a replacement's own reads of another source (its rows' regions) stay as they are. */
+  private def substitute(queryText: String, replacements: Seq[(String, String)]): LogicalPlan = {
     val session = SparkSession.active
     def analyse(text: String): LogicalPlan =
       session.sessionState.executePlan(session.sessionState.sqlParser.parsePlan(text)).analyzed
-    val query = analyse(queryText)
-    val replacement = analyse(s"SELECT * FROM $replacementText")
-    val sourceName = session.sessionState.sqlParser.parseMultipartIdentifier(source).last.toLowerCase
+    val parser = session.sessionState.sqlParser
     val resolver = session.sessionState.conf.resolver
-    var replaced = false
-    val result = query.transformUp {
-      case relation: LogicalRelation if relation.catalogTable.exists(t =>
-          t.identifier.unquotedString.equalsIgnoreCase(source) || t.identifier.table.toLowerCase == sourceName) =>
-        replaced = true
+    val byName = replacements.map { case (source, text) =>
+      (source, parser.parseMultipartIdentifier(source).last.toLowerCase, text, analyse(s"SELECT * FROM $text"))
+    }
+    def target(relation: LogicalRelation) = byName.find { case (source, name, _, _) =>
+      relation.catalogTable.exists(t => t.identifier.unquotedString.equalsIgnoreCase(source) ||
+        t.identifier.table.toLowerCase == name)
+    }
+    val replaced = mutable.Set[String]()
+    val result = analyse(queryText).transformUp {
+      case relation: LogicalRelation if target(relation).isDefined =>
+        val (source, _, text, replacement) = target(relation).get
+        replaced += source
         Project(relation.output.map { column =>
           val from = replacement.output.find(a => resolver(a.name, column.name)).getOrElse(
-            throw new IllegalArgumentException(s"$replacementText has no column ${column.name}"))
+            throw new IllegalArgumentException(s"$text has no column ${column.name}"))
           Alias(from, column.name)(exprId = column.exprId)
         }, replacement)
     }
-    if (!replaced) throw new IllegalArgumentException(s"the query does not read $source")
+    replacements.map(_._1).find(s => !replaced.contains(s)).foreach { source =>
+      throw new IllegalArgumentException(s"the query does not read $source")
+    }
     result
   }
 }
