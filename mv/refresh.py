@@ -465,12 +465,20 @@ def _kept(run: _Run, windows: str, newly_closed, end: str, t: str) -> str:
 
 def _replace_rows(run: _Run, kept: str) -> None:
     """One MERGE that deletes the view's rows meeting `kept` (on alias t) and inserts the query's
-    rows meeting it: exact for any rows, duplicates included, as nothing has to match."""
-    source = run.temp_view(run.spark.sql(f"SELECT * FROM ({run.view.definition.query}) t WHERE {kept}"), "rows")
+    rows meeting it: exact for any rows, duplicates included.
+
+    The view's rows to delete match one marker row of the source, on a key the join can hash
+    (`kept` turned into the marker's value); `kept` in ON also lets Delta skip the view's other
+    files, which a NOT MATCHED BY SOURCE clause would not (it reads the whole view).
+    """
+    rows = run.spark.sql(f"SELECT *, 'insert' AS __op FROM ({run.view.definition.query}) t WHERE {kept}")
+    marker = run.spark.sql("SELECT 'region' AS __op")
+    source = run.temp_view(rows.unionByName(marker, allowMissingColumns=True), "rows")
     cols = ", ".join(quote(c) for c in run.columns)
-    run.pending_merge = (f"MERGE INTO {run.view.name} t USING {source} s ON false "
-                         f"WHEN NOT MATCHED THEN INSERT ({cols}) VALUES ({', '.join('s.' + quote(c) for c in run.columns)}) "
-                         f"WHEN NOT MATCHED BY SOURCE AND {kept} THEN DELETE")
+    run.pending_merge = (f"MERGE INTO {run.view.name} t USING {source} s "
+                         f"ON s.__op = IF({kept}, 'region', NULL) AND {kept} WHEN MATCHED THEN DELETE "
+                         f"WHEN NOT MATCHED AND s.__op = 'insert' THEN INSERT ({cols}) "
+                         f"VALUES ({', '.join('s.' + quote(c) for c in run.columns)})")
 
 
 def _closed_bound(run: _Run) -> int:

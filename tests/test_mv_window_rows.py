@@ -74,17 +74,21 @@ def change_randomly(spark, bids: str, rng: random.Random, first_id: int) -> int:
     return first_id + len(new)
 
 
+def kept_through_random_changes(spark, given, bids: str, query: str, seed: str, next_id: int) -> None:
+    """Create the view, then twice change `bids` at random and check the incremental refresh."""
+    view = given.view(query)
+    rng = random.Random(seed)
+    for _ in range(2):
+        next_id = change_randomly(spark, bids, rng, next_id)
+        refreshed(spark, view, query)
+
+
 @pytest.mark.parametrize("shape", [TOP_2, TOP_2_ITEMS, FIRST_BID_PER_ITEM, ALL_PRICES],
                          ids=["top_n", "top_n_of_groups", "deduplication", "duplicate_rows"])
 def test_window_rows_are_kept_incrementally_through_inserts_updates_and_deletes(spark, given, shape):
     bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:02", 4), bid(3, "a", "00:12", 7),
                       bid(4, "c", "00:13", 2))
-    query = shape.format(tumble=TUMBLE.format(bids=bids))
-    view = given.view(query)
-    rng, next_id = random.Random(shape), 5
-    for _ in range(2):
-        next_id = change_randomly(spark, bids, rng, next_id)
-        refreshed(spark, view, query)
+    kept_through_random_changes(spark, given, bids, shape.format(tumble=TUMBLE.format(bids=bids)), shape, 5)
 
 
 def test_only_the_affected_windows_are_rewritten(spark, given):
@@ -179,12 +183,8 @@ def test_session_rows_are_kept_incrementally_through_inserts_updates_and_deletes
     view equals its query recomputed."""
     bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "a", "00:04", 4), bid(3, "b", "00:02", 7),
                       bid(4, "a", "00:12", 2), bid(5, "c", "00:30", 3), bid(6, "b", "00:09", 7))
-    query = shape.format(session=SESSION.format(bids=bids), bids=bids)
-    view = given.view(query)
-    rng, next_id = random.Random(shape), 7
-    for _ in range(2):
-        next_id = change_randomly(spark, bids, rng, next_id)
-        refreshed(spark, view, query)
+    kept_through_random_changes(spark, given, bids, shape.format(session=SESSION.format(bids=bids), bids=bids),
+                                shape, 7)
 
 
 def test_a_bridging_row_merges_two_sessions_and_deleting_a_middle_row_splits_one(spark, given):
