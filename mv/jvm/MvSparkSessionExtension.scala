@@ -44,6 +44,8 @@ class MvSparkSessionExtension extends (SparkSessionExtensions => Unit) {
     EsperAggregates.all.foreach(extensions.injectFunction)
     // time_length_batch replays each partition's rows in order, which no window function can do.
     extensions.injectPlannerStrategy(_ => EsperTimeLengthBatchStrategy)
+    // SLIDINGWINDOW's RANGE frame, kept incrementally instead of re-aggregated per row.
+    extensions.injectPlannerStrategy(_ => EkuiperSlidingWindowStrategy)
     // A filter on the window columns also bounds the time column, so Delta can skip files.
     extensions.injectOptimizerRule(_ => PushWindowFiltersToTimeColumn)
     // The node runs as Spark's own Project / Expand / Filter / UpdatingSessions operators.

@@ -2,9 +2,11 @@ package io.mvengine
 
 import java.nio.file.Files
 
+import scala.util.Try
 import scala.util.control.NonFatal
 
 import org.apache.spark.sql.AnalysisException
+import org.apache.spark.sql.catalyst.expressions.{Add, EvalMode, Literal}
 
 /**
  * Every error the window functions raise, built in one place.
@@ -207,6 +209,14 @@ object WindowErrors {
       s"The event time column $column is $dataType, not TIMESTAMP, TIMESTAMP_NTZ or BIGINT (epoch milliseconds).",
       s"Name another column with TIMECOL => column, or set ${EkuiperWindows.TimestampConf}.",
       "column" -> column, "type" -> dataType)
+
+  /**
+   * A BIGINT sum over a sliding window past BIGINT's range under ANSI mode: the error Spark's window
+   * frame raises there (ARITHMETIC_OVERFLOW, from its ANSI addition). Spark keeps that exception's
+   * class to itself, so its own addition builds it.
+   */
+  def slidingSumOverflow(): Throwable =
+    Try(Add(Literal(Long.MaxValue), Literal(1L), EvalMode.ANSI).eval()).failed.get
 
   // Esper data windows (EsperDataWindows.scala) and derived-value aggregates (EsperAggregates.scala).
   // Argument errors reuse the classes above; what only Esper's windows can get wrong has its own.
