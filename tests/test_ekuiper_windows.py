@@ -7,6 +7,8 @@ import datetime as dt
 import random
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pyspark.errors import AnalysisException
 
 import mv
@@ -220,6 +222,153 @@ def test_sessions_match_the_reference(spark, scattered):
         expected = sorted((at(s), at(e), len(m)) for s, e, m in ref.ekuiper_session(scattered, max_duration, timeout))
         assert rows(spark, f"SELECT window_start(), window_end(), count(*) FROM scattered "
                            f"GROUP BY SESSIONWINDOW(ss, {max_duration}, {timeout})") == expected
+
+
+# --- SLIDINGWINDOW in one pass (EkuiperSlidingWindowExec) -----------------------------------------
+
+ONE_PASS = "spark.mv.ekuiper.slidingExec"
+
+
+def plan(spark, sql) -> str:
+    return spark.sql(sql)._jdf.queryExecution().executedPlan().toString()
+
+
+def sorted_rows(spark, sql):
+    """Like rows(), for results with NULLs: NULL sorts first in each column."""
+    return sorted((tuple(r) for r in spark.sql(sql).collect()),
+                  key=lambda r: tuple((x is not None, x if x is not None else 0) for x in r))
+
+
+def both_ways(spark, sql):
+    """The rows of ``sql`` with the one-pass operator and with Spark's RANGE frame (the conf off)."""
+    try:
+        spark.conf.set(ONE_PASS, "true")
+        assert "EkuiperSlidingWindow" in plan(spark, sql), sql
+        one_pass = sorted_rows(spark, sql)
+        spark.conf.set(ONE_PASS, "false")
+        assert "EkuiperSlidingWindow" not in plan(spark, sql), sql
+        return one_pass, sorted_rows(spark, sql)
+    finally:
+        spark.conf.unset(ONE_PASS)
+
+
+KEPT = "count(*), count(v), count(v, d), sum(v), avg(v), min(v), max(v), sum(i), avg(i), sum(d), avg(d), min(d), max(s)"
+
+
+@pytest.fixture(scope="module")
+def values(spark):
+    """Given rows with times in seconds (ties, NULLs), BIGINT v, INT i, DECIMAL d and STRING s, some NULL."""
+    spark.createDataFrame([
+        (at(1), 5, 1, "1.25", "m"), (at(4), None, 2, "2.50", "a"), (at(6), 7, 3, None, "z"),
+        (at(6), -2, None, "7.00", None), (None, 100, 9, "1.00", "q"), (at(9), 3, 4, "-3.00", "b"),
+        (at(11), 1, 5, "0.01", "k"), (at(16), 2, 6, "4.00", "k")],
+        "ts TIMESTAMP_NTZ, v BIGINT, i INT, d STRING, s STRING").selectExpr(
+        "ts", "v", "i", "CAST(d AS DECIMAL(10, 2)) AS d", "s").createOrReplaceTempView("valued")
+
+
+@pytest.mark.parametrize("items", [
+    "count(*)", "count(v)", "sum(v)", "avg(v)", "min(v)", "max(v)", "min(s)", "sum(d)", "avg(d)",
+    "bool_and(v > 1)",  # Spark plans it as min of a BOOLEAN
+    "window_start(), window_end(), count(*) + 1, sum(v) / count(*)", KEPT])
+def test_sliding_window_runs_in_one_pass_for_count_sum_avg_min_max(spark, values, items):
+    sql = f"SELECT {items} FROM valued GROUP BY SLIDINGWINDOW(ss, 5)"
+    assert "EkuiperSlidingWindow" in plan(spark, sql)
+    assert "- Window [" not in plan(spark, sql)
+
+
+@pytest.mark.parametrize("items", [
+    "sum(CAST(v AS DOUBLE))",  # a float sum's rounding depends on the order of additions
+    "avg(CAST(v AS DOUBLE))", "collect_list(v)", "stddev(v)", "var_pop(v)", "count(*), max_by(s, v)",
+    "sum(CAST(v AS DECIMAL(30, 2)))",  # beyond 18 digits the unscaled total is not a BIGINT
+])
+def test_other_aggregates_keep_sparks_range_frame(spark, values, items):
+    sql = f"SELECT {items} FROM valued GROUP BY SLIDINGWINDOW(ss, 5)"
+    assert "EkuiperSlidingWindow" not in plan(spark, sql)
+
+
+def test_keys_and_hand_written_range_frames_are_not_taken_over(spark, values):
+    assert "EkuiperSlidingWindow" not in plan(spark, "SELECT count(*) FROM valued GROUP BY s, SLIDINGWINDOW(ss, 5)")
+    assert "EkuiperSlidingWindow" not in plan(spark, "SELECT count(*) OVER (ORDER BY ts RANGE BETWEEN "
+                                                     "INTERVAL '4.999999' SECOND PRECEDING AND CURRENT ROW) FROM valued")
+
+
+@pytest.mark.parametrize("window", [
+    "SLIDINGWINDOW(ss, 5)", "SLIDINGWINDOW(ss, 2)", "SLIDINGWINDOW(ss, 5, 3)", "SLIDINGWINDOW(mi, 1)",
+    "SLIDINGWINDOW(ss, 5) OVER(WHEN v > 2)", "SLIDINGWINDOW(ss, 5) FILTER(WHERE s <> 'z')",
+    "SLIDINGWINDOW(ms, 5000, 2000) FILTER(WHERE i > 1) OVER(WHEN i % 2 = 0)"])
+def test_one_pass_equals_the_range_frame_with_delay_when_and_filter(spark, values, window):
+    one_pass, frame = both_ways(spark, f"SELECT window_start(), window_end(), {KEPT} FROM valued GROUP BY {window}")
+    assert one_pass == frame and frame
+
+
+def test_one_pass_boundaries_ties_null_times_and_empty_input(spark, values):
+    # Times exactly `size` apart fall out of each other's window; equal times share one window.
+    events(spark, "apart", [(n, "a", at(s), n, 0) for n, s in enumerate([0, 5, 5, 10, 10.000001, 15], 1)])
+    one_pass, frame = both_ways(spark, "SELECT window_end(), count(*), sum(n), min(n), max(n) FROM apart "
+                                       "GROUP BY SLIDINGWINDOW(ss, 5)")
+    assert one_pass == frame == [(at(0), 1, 1, 1, 1), (at(5), 2, 5, 2, 3), (at(5), 2, 5, 2, 3),
+                                 (at(10), 1, 4, 4, 4), (at(10.000001), 2, 9, 4, 5), (at(15), 2, 11, 5, 6)]
+    one_pass, frame = both_ways(spark, f"SELECT {KEPT} FROM valued WHERE ts IS NULL GROUP BY SLIDINGWINDOW(ss, 5)")
+    assert one_pass == frame == []
+    events(spark, "nulls_only", [(1, "a", None, 1, 1)])
+    assert both_ways(spark, "SELECT count(*) FROM nulls_only GROUP BY SLIDINGWINDOW(ss, 5)") == ([], [])
+
+
+def test_one_pass_sums_past_bigint_fail_under_ansi_and_wrap_otherwise_as_the_frame_does(spark):
+    big = 2**62
+    spark.createDataFrame([(at(0), big), (at(1), big), (at(2), big), (at(9), -big)], "ts TIMESTAMP_NTZ, v BIGINT") \
+        .createOrReplaceTempView("huge")
+    sql = "SELECT window_end(), sum(v), avg(v), min(v) FROM huge GROUP BY SLIDINGWINDOW(ss, 3)"
+    for conf in ("true", "false"):
+        spark.conf.set(ONE_PASS, conf)
+        with pytest.raises(Exception) as raised:
+            spark.sql(sql).collect()
+        assert "ARITHMETIC_OVERFLOW" in str(raised.value)
+    spark.conf.unset(ONE_PASS)
+    previous = spark.conf.get("spark.sql.ansi.enabled")
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    try:
+        one_pass, frame = both_ways(spark, sql)
+        assert one_pass == frame and len(frame) == 4
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", previous)
+
+
+def test_one_pass_averages_of_large_bigints_round_as_the_frame_does(spark):
+    # Past 2^53 a DOUBLE sum rounds; the operator then adds in the frame's order, as Spark does.
+    spark.createDataFrame([(at(i), v) for i, v in enumerate([2**53 + 1, 3, 2**60 + 7, -(2**60), 5, 2**53 + 3])],
+                          "ts TIMESTAMP_NTZ, v BIGINT").createOrReplaceTempView("rounding")
+    one_pass, frame = both_ways(spark, "SELECT window_end(), avg(v), sum(v) FROM rounding GROUP BY SLIDINGWINDOW(ss, 3)")
+    assert one_pass == frame
+
+
+@st.composite
+def timed_values(draw):
+    """Up to 30 rows: times on a coarse grid (ties, gaps), some NULL; values of each kept type, some NULL."""
+    n = draw(st.integers(0, 30))
+    times = draw(st.lists(st.one_of(st.none(), st.integers(0, 40)), min_size=n, max_size=n))
+    ints = st.one_of(st.none(), st.integers(-1000, 1000))
+    return [(None if t is None else at(t / 2), draw(ints), draw(ints), draw(st.sampled_from([None, "a", "b", "c"])))
+            for t in times]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(table=timed_values(), size=st.integers(1, 12), delay=st.sampled_from(["", ", 0", ", 3"]),
+       when=st.sampled_from(["", " OVER(WHEN i > 0)"]))
+def test_one_pass_equals_the_frame_and_the_reference_on_random_tables(spark, table, size, delay, when):
+    spark.createDataFrame(table, "ts TIMESTAMP_NTZ, v BIGINT, i INT, s STRING").selectExpr(
+        "ts", "v", "i", "CAST(i AS DECIMAL(6, 1)) AS d", "s").createOrReplaceTempView("random_values")
+    sql = (f"SELECT window_start(), window_end(), {KEPT} FROM random_values "
+           f"GROUP BY SLIDINGWINDOW(ms, {size * 500}{delay}){when}")
+    one_pass, frame = both_ways(spark, sql)
+    assert one_pass == frame
+    if not when:
+        timed = sorted(((ref.to_micros(t) // 1000, v) for t, v, _, _ in table if t is not None), key=lambda p: p[0])
+        times = [t for t, _ in timed]
+        windows = ref.ekuiper_sliding(times, size * 500, int(delay.strip(", ") or 0))
+        expected = list((len(m), sum(timed[j][1] for j in m if timed[j][1] is not None)
+                           if any(timed[j][1] is not None for j in m) else None) for _, m in windows)
+        assert sorted(((r[2], r[5]) for r in one_pass), key=repr) == sorted(expected, key=repr)
 
 
 # --- bad calls -------------------------------------------------------------------------------------
