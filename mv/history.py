@@ -88,24 +88,50 @@ def _utc(epoch_seconds: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(epoch_seconds, dt.timezone.utc)
 
 
+LATE_KEY = "mv_late"
+
+
 def write_late_rows(spark: SparkSession, view: View, late: DataFrame, refresh_id: int,
                     targets: dict[str, int], part: int = 0) -> int:
-    """Append the changes in `late` to <view>__late, once per refresh and part; returns how many."""
+    """Append the changes in `late` to <view>__late, once per refresh and part; returns how many.
+    The commit's userMetadata names the refresh and its source versions (pinned_targets)."""
     late = (late.withColumnRenamed("__sign", "_change_sign")
             .withColumn("refresh_id", F.lit(refresh_id))
             .withColumn("target_versions", F.lit(json.dumps(targets, sort_keys=True)))
-            .withColumn("detected_at", F.current_timestamp()))
-    count = late.count()
-    if count:
-        (late.write.format("delta").mode("append").option("mergeSchema", "true")
-         .option("txnAppId", f"mv-late:{_incarnation(spark, view)}:{part}").option("txnVersion", refresh_id)
-         .saveAsTable(view.late_table))
-    return count
+            .withColumn("detected_at", F.current_timestamp())).cache()
+    try:
+        count = late.count()
+        if count:
+            marker = {LATE_KEY: {"table_id": _incarnation(spark, view), "refresh_id": refresh_id, "targets": targets}}
+            (late.write.format("delta").mode("append").option("mergeSchema", "true")
+             .option("txnAppId", f"mv-late:{_incarnation(spark, view)}:{part}").option("txnVersion", refresh_id)
+             .option("userMetadata", json.dumps(marker, sort_keys=True)).saveAsTable(view.late_table))
+        return count
+    finally:
+        late.unpersist()
 
 
 def pinned_targets(spark: SparkSession, view: View, refresh_id: int) -> dict[str, int] | None:
-    """Source versions an earlier, interrupted attempt at this refresh wrote late rows for."""
+    """Source versions an earlier, interrupted attempt at this refresh wrote late rows for.
+
+    Only this view's refreshes write its late table, and an attempt that died before its commit
+    left refresh `refresh_id` the next one: its late rows, if any, are the table's newest commit.
+    That commit's userMetadata says so without reading the table; the table is queried only when
+    the newest commit carries no such note (written before notes were kept).
+    """
     if not spark.catalog.tableExists(view.late_table):
         return None
+    newest = spark.sql(f"DESCRIBE HISTORY {view.late_table} LIMIT 1").first()
+    note = _late_note(newest.userMetadata if newest else None)
+    if note is not None:
+        mine = note["table_id"] == _incarnation(spark, view) and note["refresh_id"] == refresh_id
+        return note["targets"] if mine else None
     row = spark.table(view.late_table).where(F.col("refresh_id") == refresh_id).select("target_versions").first()
     return json.loads(row[0]) if row else None
+
+
+def _late_note(user_metadata: str | None) -> dict | None:
+    try:
+        return json.loads(user_metadata).get(LATE_KEY) if user_metadata else None
+    except (ValueError, AttributeError):  # not JSON, or not an object: another writer's note
+        return None
