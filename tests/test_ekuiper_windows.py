@@ -371,6 +371,54 @@ def test_one_pass_equals_the_frame_and_the_reference_on_random_tables(spark, tab
         assert sorted(((r[2], r[5]) for r in one_pass), key=repr) == sorted(expected, key=repr)
 
 
+# --- COUNTWINDOW in one pass (the same operator over a ROWS frame) --------------------------------
+
+@pytest.mark.parametrize("items", ["count(*)", "window_start(), window_end(), sum(v), avg(d), min(s)", KEPT])
+def test_count_window_runs_in_one_pass_for_count_sum_avg_min_max(spark, values, items):
+    for window in ("COUNTWINDOW(3, 2)", "COUNTWINDOW(3)", "COUNTWINDOW(1)"):
+        sql = f"SELECT {items} FROM valued GROUP BY {window}"
+        assert "EkuiperSlidingWindow" in plan(spark, sql) and "ROWS BETWEEN" in plan(spark, sql), sql
+        assert "- Window [" not in plan(spark, sql)
+
+
+def test_count_windows_with_other_aggregates_keys_or_hand_written_rows_frames_keep_spark(spark, values):
+    for sql in ("SELECT collect_list(v) FROM valued GROUP BY COUNTWINDOW(3, 2)",
+                "SELECT sum(CAST(v AS DOUBLE)) FROM valued GROUP BY COUNTWINDOW(3, 2)",
+                "SELECT count(*) FROM valued GROUP BY s, COUNTWINDOW(3, 2)",
+                "SELECT count(*) FROM valued GROUP BY COUNTWINDOW(3, 2) HAVING count(*) > 1",
+                "SELECT sum(v) OVER (ORDER BY ts, i ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) FROM valued"):
+        assert "EkuiperSlidingWindow" not in plan(spark, sql), sql
+
+
+@pytest.mark.parametrize("window", ["COUNTWINDOW(3, 2)", "COUNTWINDOW(3)", "COUNTWINDOW(3, 3)", "COUNTWINDOW(1)",
+                                    "COUNTWINDOW(2, 1)", "COUNTWINDOW(7, 1)", "COUNTWINDOW(7, 7)",
+                                    "COUNTWINDOW(3, 1) FILTER(WHERE s <> 'z')"])
+def test_count_window_one_pass_equals_the_rows_frame_on_ties_and_null_times(spark, values, window):
+    # `valued` has two rows at 6 s (ordered by the row hash) and one NULL time (dropped): 7 rows.
+    one_pass, frame = both_ways(spark, f"SELECT window_start(), window_end(), {KEPT} FROM valued GROUP BY {window}")
+    assert one_pass == frame and frame
+
+
+def test_count_window_one_pass_with_fewer_rows_than_n_and_empty_input(spark, values):
+    assert both_ways(spark, f"SELECT {KEPT} FROM valued GROUP BY COUNTWINDOW(8, 2)") == ([], [])
+    assert both_ways(spark, "SELECT count(*) FROM valued WHERE ts IS NULL GROUP BY COUNTWINDOW(2)") == ([], [])
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+@given(table=timed_values(), n=st.integers(1, 8), m=st.integers(1, 8))
+def test_count_window_one_pass_equals_the_frame_and_the_reference_on_random_tables(spark, table, n, m):
+    m = min(m, n)  # COUNTWINDOW(n, m) with m > n is an error (INTERVAL_ABOVE_SIZE)
+    spark.createDataFrame(table, "ts TIMESTAMP_NTZ, v BIGINT, i INT, s STRING").selectExpr(
+        "ts", "v", "i", "CAST(i AS DECIMAL(6, 1)) AS d", "s").createOrReplaceTempView("random_values")
+    one_pass, frame = both_ways(spark, f"SELECT window_start(), window_end(), {KEPT} FROM random_values "
+                                       f"GROUP BY COUNTWINDOW({n}, {m})")
+    assert one_pass == frame
+    # Ties in time are ordered by a row hash, so check what does not depend on their order.
+    times = sorted(ref.to_micros(t) for t, _, _, _ in table if t is not None)
+    expected = [(times[w[0]], times[w[-1]], len(w)) for w in ref.ekuiper_count(len(times), n, m)]
+    assert sorted((ref.to_micros(r[0]), ref.to_micros(r[1]), r[2]) for r in one_pass) == sorted(expected)
+
+
 # --- bad calls -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("error_class, window", [
