@@ -1,11 +1,10 @@
 """eKuiper's per-event windows against the Spark SQL a user would write by hand: same rows, timed.
 
 SLIDINGWINDOW is a RANGE frame over the event time and COUNTWINDOW a ROWS frame kept every m-th
-row; without other GROUP BY keys the engine plans COUNTWINDOW as exactly such a frame
-(mv/jvm/EkuiperWindows), so its target ratio median(ours) / median(hand-written) <= 1.0 means "no
-overhead"; SLIDINGWINDOW's count, sum and max run in one pass (mv/jvm/EkuiperSlidingWindowExec),
-where the hand-written frame re-aggregates every row's frame. Method, table and timing are
-bench/windows.py's.
+row. Without other GROUP BY keys the engine runs both in one pass (mv/jvm/EkuiperSlidingWindowExec:
+count, exact sums, avg, min and max updated as rows enter and leave the frame), where Spark's frame
+re-aggregates every row's frame; target ratio median(ours) / median(hand-written) <= 1.0. Method,
+table and timing are bench/windows.py's.
 
 Example:
     $ python -m bench.ekuiper --runs 3          # 5M rows
