@@ -58,7 +58,8 @@ def in_history(spark: SparkSession, view: View, refresh_id: int, recent: int = 2
     if not spark.catalog.tableExists(view.history_table):
         return False
     commits = spark.sql(f"DESCRIBE HISTORY {view.history_table} LIMIT {recent}").select("userMetadata").collect()
-    if any(c.userMetadata == _marker(spark, view, refresh_id) for c in commits):
+    marker = _marker(spark, view, refresh_id)
+    if any(c.userMetadata == marker for c in commits):
         return True
     if len(commits) < recent:  # every commit of the table seen
         return False
@@ -102,9 +103,10 @@ def write_late_rows(spark: SparkSession, view: View, late: DataFrame, refresh_id
     try:
         count = late.count()
         if count:
-            marker = {LATE_KEY: {"table_id": _incarnation(spark, view), "refresh_id": refresh_id, "targets": targets}}
+            table_id = _incarnation(spark, view)
+            marker = {LATE_KEY: {"table_id": table_id, "refresh_id": refresh_id, "targets": targets}}
             (late.write.format("delta").mode("append").option("mergeSchema", "true")
-             .option("txnAppId", f"mv-late:{_incarnation(spark, view)}:{part}").option("txnVersion", refresh_id)
+             .option("txnAppId", f"mv-late:{table_id}:{part}").option("txnVersion", refresh_id)
              .option("userMetadata", json.dumps(marker, sort_keys=True)).saveAsTable(view.late_table))
         return count
     finally:

@@ -474,9 +474,14 @@ def _replace_rows(run: _Run, kept: str) -> None:
     rows = run.spark.sql(f"SELECT *, 'insert' AS __op FROM ({run.view.definition.query}) t WHERE {kept}")
     marker = run.spark.sql("SELECT 'region' AS __op")
     source = run.temp_view(rows.unionByName(marker, allowMissingColumns=True), "rows")
+    _delete_matched_insert_rest(run, source, f"s.__op = IF({kept}, 'region', NULL) AND {kept}")
+
+
+def _delete_matched_insert_rest(run: _Run, source: str, on: str) -> None:
+    """The MERGE of a replacement: view rows that match a source row `on` are deleted; the source's
+    rows marked 'insert' (which `on` never matches) are inserted."""
     cols = ", ".join(quote(c) for c in run.columns)
-    run.pending_merge = (f"MERGE INTO {run.view.name} t USING {source} s "
-                         f"ON s.__op = IF({kept}, 'region', NULL) AND {kept} WHEN MATCHED THEN DELETE "
+    run.pending_merge = (f"MERGE INTO {run.view.name} t USING {source} s ON {on} WHEN MATCHED THEN DELETE "
                          f"WHEN NOT MATCHED AND s.__op = 'insert' THEN INSERT ({cols}) "
                          f"VALUES ({', '.join('s.' + quote(c) for c in run.columns)})")
 
@@ -753,10 +758,7 @@ def _replace_sessions(run: _Run, recomputed: DataFrame, regions: str, span: tupl
         "s.__op = 'region'", f"{micros_sql('t.' + start, t)} >= s.__lo",
         f"{micros_sql('t.' + end, t)} - {gap} <= s.__hi",  # the session's last row
         f"t.{start} >= {time_sql(span[0], t)} AND t.{start} <= {time_sql(span[1], t)}"])  # skips other files
-    cols = ", ".join(quote(c) for c in run.columns)
-    run.pending_merge = (f"MERGE INTO {run.view.name} t USING {source} s ON {on} WHEN MATCHED THEN DELETE "
-                         f"WHEN NOT MATCHED AND s.__op = 'insert' THEN INSERT ({cols}) "
-                         f"VALUES ({', '.join('s.' + quote(c) for c in run.columns)})")
+    _delete_matched_insert_rest(run, source, on)
 
 
 def _merge(run: _Run, recomputed: DataFrame, current: DataFrame | None, delete_missing: bool | str = False,
