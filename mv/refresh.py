@@ -19,6 +19,7 @@ Example:
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -157,6 +158,7 @@ class _Run:
     pending_merge: str | None = None
     pending_overwrite: DataFrame | None = None
     cached: list[DataFrame] = field(default_factory=list)
+    pinned: dict[str, str] = field(default_factory=dict)  # source table -> its view at the target version
 
     @property
     def columns(self) -> list[str]:
@@ -170,6 +172,27 @@ class _Run:
         name = f"{self.temp}_{suffix}"
         df.createOrReplaceTempView(name)
         return name
+
+    def source(self, table: str) -> str:
+        """A temporary view of the source `table` as of the version this refresh reads to. A row a
+        writer adds while the refresh runs belongs to the next refresh, which reads it from the
+        change feed: read here too, it would be counted twice."""
+        if table not in self.pinned:
+            frame = self.spark.sql(f"SELECT * FROM {table} VERSION AS OF {self.targets[table]}")
+            self.pinned[table] = self.temp_view(frame, f"source_{len(self.pinned)}")
+        return self.pinned[table]
+
+    @property
+    def query(self) -> str:
+        """The view's query over its sources as of this refresh's versions (`source`)."""
+        return self.query_over({})
+
+    def query_over(self, replaced: dict[str, str]) -> str:
+        """The view's query reading each source in `replaced` from the view named there, and the
+        others as of this refresh's versions."""
+        pairs = [x for table in self.info.source_tables for x in (table, replaced.get(table) or self.source(table))]
+        return "SELECT * FROM mv_substitute(" + ", ".join(
+            sql_string(x) for x in [self.view.definition.query] + pairs) + ")"
 
 
 def refresh(spark: SparkSession, name: str, full: bool = False, _upstream_done: set | None = None) -> Outcome:
@@ -428,17 +451,29 @@ def _merge_windows(run: _Run, affected, newly_closed, ws: str, we: str, t: str) 
         _replace_rows(run, _kept(run, f"({ranges or 'false'})", newly_closed, f"t.{end}", t))
         return
     parts = [f"({start} >= {time_sql(a, t)} AND {end} <= {time_sql(b, t)})" for a, b in _ranges(affected)]
-    spark.createDataFrame(affected or [(0, 0)], "s BIGINT, e BIGINT").createOrReplaceTempView(f"{run.temp}_ids")
-    spark.sql(f"SELECT {time_sql('s', t)} AS s, {time_sql('e', t)} AS e FROM {run.temp}_ids") \
-        .createOrReplaceTempView(f"{run.temp}_affected")
-    exact = f"({start}, {end}) IN (SELECT s, e FROM {run.temp}_affected)"
+    exact = f"({start}, {end}) IN (SELECT s, e FROM {_windows_view(run, affected, 'affected')})"
     keep = _kept(run, f"(({' OR '.join(parts)}) AND {exact})" if parts else "false", newly_closed, end, t)
-    recomputed = spark.sql(f"SELECT * FROM ({run.view.definition.query}) WHERE {keep}")
+    recomputed = spark.sql(f"SELECT * FROM ({run.query}) WHERE {keep}")
     current = spark.sql(f"SELECT * FROM {run.view.name} WHERE {keep}")
     bounds = [b for pair in affected for b in pair] + [b for b in (newly_closed or ()) if b is not None]
     span = (f"t.{start} >= {time_sql(min(bounds), t)} "
             f"AND t.{start} <= {time_sql(max(bounds), t)}") if bounds and not newly_closed else None
     _merge(run, recomputed, current, target_range=span)
+
+
+def _windows_view(run: _Run, windows: list[tuple[int, int]], suffix: str) -> str:
+    """A temporary view (s, e) of the windows given in microseconds, as values of the time column's type.
+
+    One JSON literal, not createDataFrame: a plan built on constants, which Spark knows is small (so
+    it broadcasts it into joins) and runs without a Python worker.
+
+    Example: [(0, 60_000_000)] gives one row (1970-01-01 00:00:00, 1970-01-01 00:01:00).
+    """
+    pairs = F.inline(F.from_json(F.lit(json.dumps([{"s": s, "e": e} for s, e in windows])),
+                                 "array<struct<s: bigint, e: bigint>>"))
+    t = run.time_type
+    frame = run.spark.range(1).select(pairs).selectExpr(f"{time_sql('s', t)} AS s", f"{time_sql('e', t)} AS e")
+    return run.temp_view(frame, suffix)
 
 
 def _closing(end: str, newly_closed, t: str) -> str | None:
@@ -471,7 +506,7 @@ def _replace_rows(run: _Run, kept: str) -> None:
     (`kept` turned into the marker's value); `kept` in ON also lets Delta skip the view's other
     files, which a NOT MATCHED BY SOURCE clause would not (it reads the whole view).
     """
-    rows = run.spark.sql(f"SELECT *, 'insert' AS __op FROM ({run.view.definition.query}) t WHERE {kept}")
+    rows = run.spark.sql(f"SELECT *, 'insert' AS __op FROM ({run.query}) t WHERE {kept}")
     marker = run.spark.sql("SELECT 'region' AS __op")
     source = run.temp_view(rows.unionByName(marker, allowMissingColumns=True), "rows")
     _delete_matched_insert_rest(run, source, f"s.__op = IF({kept}, 'region', NULL) AND {kept}")
@@ -505,8 +540,7 @@ def _combine_windows(run: _Run, affected, newly_closed, changes: str) -> None:
     in_view = [(s, e) for s, e in affected
                if run.view.definition.emit != "WINDOW CLOSE" or watermark.is_closed(e, run.previous.watermark)]
     closing = _closing(end, newly_closed, t)
-    windows = run.temp_view(run.spark.createDataFrame(in_view or [(0, 0)], "s BIGINT, e BIGINT").selectExpr(
-        f"{time_sql('s', t)} AS s", f"{time_sql('e', t)} AS e"), "in_view")
+    windows = _windows_view(run, in_view, "in_view")
     partials = f"({start}, {end}) IN (SELECT s, e FROM {windows})" if in_view else "false"
     bounds = [b for pair in in_view for b in pair] + ([b for b in newly_closed if b is not None] if newly_closed else [])
     low_open = bool(newly_closed) and newly_closed[0] is None
@@ -532,7 +566,7 @@ def _combine_and_merge(run: _Run, changes: str, partials: str | None = None, spa
     on = " AND ".join(f"q.{quote(k)} <=> n.{quote(k)}" for k in keys)
     needs = run.temp_view(rows.filter("__needs").select(*[quote(k) for k in keys]), "needs")
     parts = [rows.filter("NOT __needs AND NOT __empty").select(*[quote(c) for c in run.columns])]
-    query = run.view.definition.query
+    query = run.query
     touched, needed = rows.selectExpr("count(*)", "count_if(__needs)").first()  # fills the cache
     run.outcome.groups_combined, run.outcome.groups_recomputed = touched - needed, needed
     if needed:
@@ -565,7 +599,7 @@ def _refresh_groups(run: _Run, changes: str) -> None:
     run.spark.sql(f"SELECT DISTINCT {keys} FROM {changes}").createOrReplaceTempView(f"{run.temp}_keys")
     on = " AND ".join(f"v.{quote(k)} <=> k.{quote(k)}" for k in run.info.group_by)
     affected = f"LEFT SEMI JOIN {run.temp}_keys k ON {on}"  # a semi join goes below the GROUP BY
-    recomputed = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM ({run.view.definition.query}) v {affected}")
+    recomputed = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM ({run.query}) v {affected}")
     current = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM {run.view.name} v {affected}")
     _merge(run, recomputed, current)
 
@@ -604,12 +638,11 @@ def _refresh_sessions(run: _Run, changes: str) -> None:
     # LEFT SEMI JOIN, not EXISTS: Spark decorrelates this EXISTS into a nested-loop join of every
     # distinct time with every region (the range alone), then matches keys; the join hashes the keys.
     rows = run.temp_view(spark.sql(
-        f"SELECT a.* FROM {source} a LEFT SEMI JOIN {regions} b "
+        f"SELECT a.* FROM {run.source(source)} a LEFT SEMI JOIN {regions} b "
         f"ON {match} AND {us(w.time_column, 'a.')} BETWEEN b.lo AND b.hi "
         f"WHERE a.{quote(w.time_column)} BETWEEN {time_sql(low, run.time_type)} AND {time_sql(high, run.time_type)}"),
         "session_rows")
-    recomputed = spark.sql(f"SELECT * FROM mv_substitute({sql_string(run.view.definition.query)}, "
-                           f"{sql_string(source)}, {sql_string(rows)})")
+    recomputed = spark.sql(run.query_over({source: rows}))
     if info.group_by is None:
         return _replace_sessions(run, recomputed, regions, (low, high))
     current = spark.sql(f"SELECT a.* FROM {run.view.name} a LEFT SEMI JOIN {regions} b ON {match} "
@@ -651,10 +684,8 @@ def _refresh_session_join(run: _Run, changes: dict[str, str]) -> None:
         return
     regions, span = found
     sides = {w.sources[0]: w for w in run.info.windows}
-    replaced = [x for i, (source, w) in enumerate(sides.items())
-                for x in (source, _rows_in_regions(run, w, regions, span, i))]
-    recomputed = run.spark.sql("SELECT * FROM mv_substitute(" + ", ".join(
-        sql_string(x) for x in [run.view.definition.query] + replaced) + ")")
+    recomputed = run.spark.sql(run.query_over(
+        {source: _rows_in_regions(run, w, regions, span, i) for i, (source, w) in enumerate(sides.items())}))
     _replace_sessions(run, recomputed, regions, span)
 
 
@@ -665,7 +696,7 @@ def _rows_in_regions(run: _Run, w, regions: str, span: tuple[int, int] | None, s
     match = " AND ".join([f"a.{k} <=> b.{k}" for k in keys] + [f"{us} BETWEEN b.lo AND b.hi"])
     where = (f" WHERE a.{quote(w.time_column)} BETWEEN {time_sql(span[0], t)} AND {time_sql(span[1], t)}"
              if span else "")  # a constant range on the time column: Delta skips other files
-    rows = run.spark.sql(f"SELECT a.* FROM {w.sources[0]} a LEFT SEMI JOIN {regions} b ON {match}{where}")
+    rows = run.spark.sql(f"SELECT a.* FROM {run.source(w.sources[0])} a LEFT SEMI JOIN {regions} b ON {match}{where}")
     return run.temp_view(rows, f"side_{side}_rows")
 
 
@@ -722,7 +753,7 @@ def _sessions_of_u(run: _Run, sides, changed: str, spans: str, span: tuple[int, 
         where = (f" WHERE {quote(w.time_column)} BETWEEN {time_sql(span[0], t)} AND {time_sql(span[1], t)}"
                  if span else "")
         rows.append(f"SELECT {keys_}{micros_sql(quote(w.time_column), t)} AS t, 0 AS changed "
-                    f"FROM {w.sources[0]}{where}")
+                    f"FROM {run.source(w.sources[0])}{where}")
     rows.append(f"SELECT {keys_}t, 1 AS changed FROM {changed}")  # the retracted rows among them
     partition, gap = ", ".join(keys + ["lo"]), run.info.windows[0].size
     return run.temp_view(run.spark.sql(f"""
@@ -769,11 +800,7 @@ def _merge(run: _Run, recomputed: DataFrame, current: DataFrame | None, delete_m
     `target_range` bounds the view rows that can match, so Delta skips the view's other files.
     """
     key = run.info.group_by
-    source = recomputed.withColumn("__op", F.lit("upsert"))
-    if current is not None:
-        gone = current.join(recomputed.select(*key), [current[k].eqNullSafe(recomputed[k]) for k in key], "left_anti")
-        source = source.unionByName(gone.select(*run.columns).withColumn("__op", F.lit("delete")))
-    name = run.temp_view(source, "merge")
+    name = run.temp_view(_upserts_and_deletes(run, recomputed, current), "merge")
     cols = [quote(c) for c in run.columns]
     on = " AND ".join([f"t.{quote(k)} <=> s.{quote(k)}" for k in key] + ([target_range] if target_range else []))
     same = " AND ".join(f"t.{c} <=> s.{c}" for c in cols)
@@ -788,6 +815,26 @@ def _merge(run: _Run, recomputed: DataFrame, current: DataFrame | None, delete_m
     run.pending_merge = merge
 
 
+def _upserts_and_deletes(run: _Run, recomputed: DataFrame, current: DataFrame | None) -> DataFrame:
+    """The MERGE's source: each recomputed row to upsert, and each key of `current` the
+    recomputation lacks to delete (`__op`). One full outer join on the group keys, so the
+    recomputation, the costly side, is evaluated once.
+
+    Example: recomputed {a: 3}, current {a: 2, b: 1} give (a, 3, 'upsert') and (b, NULL, 'delete').
+    """
+    if current is None:
+        return recomputed.withColumn("__op", F.lit("upsert"))
+    key = run.info.group_by
+    r = recomputed.withColumn("__r", F.lit(True)).alias("r")
+    c = current.select(*[quote(k) for k in key]).alias("c")
+    joined = r.join(c, [F.col(f"r.{quote(k)}").eqNullSafe(F.col(f"c.{quote(k)}")) for k in key], "full_outer")
+    present = F.col("r.__r").isNotNull()
+    return joined.select(*[
+        (F.when(present, F.col(f"r.{quote(name)}")).otherwise(F.col(f"c.{quote(name)}")) if name in key
+         else F.col(f"r.{quote(name)}")).alias(name) for name in run.columns],
+        F.when(present, F.lit("upsert")).otherwise(F.lit("delete")).alias("__op"))
+
+
 def _full(run: _Run) -> RefreshState:
     """Recompute everything but final windows; the view keeps its rows' identity (MERGE), so its
     change feed stays exact. The watermark carries on from the previous refresh: it never goes back,
@@ -797,7 +844,8 @@ def _full(run: _Run) -> RefreshState:
     where, keep_final = [], None
     if info.windows and info.window_start:
         t, end = run.time_type, quote(info.window_end)
-        times = [spark.sql(f"SELECT max({micros_sql(quote(w.time_column), t)}) FROM {w.sources[0]}").first()[0]
+        times = [spark.sql(f"SELECT max({micros_sql(quote(w.time_column), t)}) FROM {run.source(w.sources[0])}")
+                 .first()[0]
                  for w in info.windows if len(w.sources) == 1
                  and w.time_column.lower() in {c.lower() for c in spark.table(w.sources[0]).columns}]
         max_event = max(filter(None, times + [previous.max_event_time if previous else None]), default=None)
@@ -809,7 +857,7 @@ def _full(run: _Run) -> RefreshState:
                 where.append(keep_final)
         if d.emit == "WINDOW CLOSE":
             where.append(f"{end} <= {time_sql(new_wm + 1 if new_wm is not None else -(2 ** 62), t)}")
-    recomputed = spark.sql(f"SELECT * FROM ({d.query})" + (f" WHERE {' AND '.join(where)}" if where else ""))
+    recomputed = spark.sql(f"SELECT * FROM ({run.query})" + (f" WHERE {' AND '.join(where)}" if where else ""))
     if info.window_start:  # written in time order, so later merges skip the view's other files
         recomputed = recomputed.repartitionByRange(quote(info.window_start))
     if info.group_by is not None:
