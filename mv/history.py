@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from mv.catalog import View
-from mv.state import RefreshState
+from mv.state import USER_METADATA, RefreshState
 
 
 HISTORY_SCHEMA = ("view STRING, refresh_id BIGINT, started_at TIMESTAMP, duration_s DOUBLE, technique STRING, "
@@ -104,10 +104,17 @@ def write_late_rows(spark: SparkSession, view: View, late: DataFrame, refresh_id
         count = late.count()
         if count:
             table_id = _incarnation(spark, view)
-            marker = {LATE_KEY: {"table_id": table_id, "refresh_id": refresh_id, "targets": targets}}
-            (late.write.format("delta").mode("append").option("mergeSchema", "true")
-             .option("txnAppId", f"mv-late:{table_id}:{part}").option("txnVersion", refresh_id)
-             .option("userMetadata", json.dumps(marker, sort_keys=True)).saveAsTable(view.late_table))
+            note = json.dumps({LATE_KEY: {"table_id": table_id, "refresh_id": refresh_id, "targets": targets}},
+                              sort_keys=True)
+            # The writer's userMetadata option reaches appends but not the commit that creates the
+            # table; the session setting reaches both.
+            spark.conf.set(USER_METADATA, note)
+            try:
+                (late.write.format("delta").mode("append").option("mergeSchema", "true")
+                 .option("txnAppId", f"mv-late:{table_id}:{part}").option("txnVersion", refresh_id)
+                 .option("userMetadata", note).saveAsTable(view.late_table))
+            finally:
+                spark.conf.unset(USER_METADATA)
         return count
     finally:
         late.unpersist()

@@ -8,6 +8,7 @@ Errors are asserted by error class (tests/fixtures/mv/create_errors.txt), never 
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 
 import pytest
@@ -332,6 +333,10 @@ def test_a_row_later_than_grace_goes_to_the_late_table_and_is_counted(spark, giv
     recorded = spark.sql(f"SELECT late_rows FROM mv_refresh_history WHERE view = '{view}' "
                          f"AND refresh_id = {outcome.refresh_id}").first()
     assert recorded.late_rows == 1
+    # The commit that created the late table names the refresh that wrote it: a rerun of an
+    # interrupted refresh finds its source versions there without reading the table.
+    note = spark.sql(f"DESCRIBE HISTORY {view}__late LIMIT 1").first().userMetadata
+    assert json.loads(note)["mv_late"]["refresh_id"] == outcome.refresh_id
 
 
 def test_a_late_delete_is_kept_in_the_late_table_and_leaves_the_final_window_alone(spark, given):
