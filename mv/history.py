@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from mv.catalog import View
-from mv.state import USER_METADATA, RefreshState
+from mv.state import USER_METADATA, RefreshState, session_settings
 
 
 HISTORY_SCHEMA = ("view STRING, refresh_id BIGINT, started_at TIMESTAMP, duration_s DOUBLE, technique STRING, "
@@ -79,10 +79,21 @@ def record_history(spark: SparkSession, view: View, state: RefreshState | None,
     row = (view.name, state.refresh_id, _utc(m["started_at"]), float(m["duration_s"]), m["technique"],
            m["reason"], json.dumps(state.sources, sort_keys=True), m["rows_read"], inserted, updated, deleted,
            m["late_rows"], state.watermark)
-    (spark.createDataFrame([row], HISTORY_SCHEMA).write.format("delta").mode("append")
-     .option("txnAppId", f"mv-history:{_incarnation(spark, view)}").option("txnVersion", state.refresh_id)
-     .option("userMetadata", _marker(spark, view, state.refresh_id)).saveAsTable(view.history_table))
+    _append(spark, spark.createDataFrame([row], HISTORY_SCHEMA), view.history_table,
+            _marker(spark, view, state.refresh_id), f"mv-history:{_incarnation(spark, view)}", state.refresh_id)
     return inserted, updated, deleted
+
+
+def _append(spark: SparkSession, frame: DataFrame, table: str, note: str, app_id: str, version: int,
+            **options: str) -> None:
+    """Append `frame` to the Delta table `table` (created if absent) at most once per (`app_id`,
+    `version`), its commit's userMetadata `note`. The note goes in as the session setting: the
+    writer's userMetadata option reaches appends but not the commit that creates the table."""
+    writer = frame.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", version)
+    for key, value in options.items():
+        writer = writer.option(key, value)
+    with session_settings(spark, {USER_METADATA: note}):
+        writer.saveAsTable(table)
 
 
 def _utc(epoch_seconds: float) -> dt.datetime:
@@ -106,15 +117,7 @@ def write_late_rows(spark: SparkSession, view: View, late: DataFrame, refresh_id
             table_id = _incarnation(spark, view)
             note = json.dumps({LATE_KEY: {"table_id": table_id, "refresh_id": refresh_id, "targets": targets}},
                               sort_keys=True)
-            # The writer's userMetadata option reaches appends but not the commit that creates the
-            # table; the session setting reaches both.
-            spark.conf.set(USER_METADATA, note)
-            try:
-                (late.write.format("delta").mode("append").option("mergeSchema", "true")
-                 .option("txnAppId", f"mv-late:{table_id}:{part}").option("txnVersion", refresh_id)
-                 .option("userMetadata", note).saveAsTable(view.late_table))
-            finally:
-                spark.conf.unset(USER_METADATA)
+            _append(spark, late, view.late_table, note, f"mv-late:{table_id}:{part}", refresh_id, mergeSchema="true")
         return count
     finally:
         late.unpersist()

@@ -51,10 +51,13 @@ REFRESH_APP_ID = "mv-refresh"
 
 
 @contextmanager
-def committing(spark: SparkSession, state: RefreshState):
-    """Delta commits made inside carry `state` as their userMetadata, and the refresh id as an
-    idempotent transaction version: the view's rows of one refresh are written at most once."""
-    settings = {USER_METADATA: state.to_json(), TXN_APP_ID: REFRESH_APP_ID, TXN_VERSION: str(state.refresh_id)}
+def session_settings(spark: SparkSession, settings: dict[str, str]):
+    """`settings` in force in the session inside the block only.
+
+    Example:
+        >>> with session_settings(spark, {USER_METADATA: "note"}):
+        ...     frame.write.format("delta").mode("append").saveAsTable("t")   # its commit says "note"
+    """
     for key, value in settings.items():
         spark.conf.set(key, value)
     try:
@@ -62,3 +65,12 @@ def committing(spark: SparkSession, state: RefreshState):
     finally:
         for key in settings:
             spark.conf.unset(key)
+
+
+@contextmanager
+def committing(spark: SparkSession, state: RefreshState):
+    """Delta commits made inside carry `state` as their userMetadata, and the refresh id as an
+    idempotent transaction version: the view's rows of one refresh are written at most once."""
+    with session_settings(spark, {USER_METADATA: state.to_json(), TXN_APP_ID: REFRESH_APP_ID,
+                                  TXN_VERSION: str(state.refresh_id)}):
+        yield
