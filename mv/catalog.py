@@ -72,6 +72,13 @@ def load(spark: SparkSession, name: str) -> View | None:
     return View(name, Definition(**stored), time_zone, detail["id"])
 
 
+def is_view(spark: SparkSession, name: str) -> bool:
+    """Whether the table `name` is a materialized view: `load` without reading the table's state
+    (SHOW TBLPROPERTIES redacts some values, never keys)."""
+    return spark.catalog.tableExists(name) and any(
+        row.key == DEFINITION_PROPERTY for row in spark.sql(f"SHOW TBLPROPERTIES {name}").collect())
+
+
 def require(spark: SparkSession, name: str) -> View:
     view = load(spark, name)
     if view is None:

@@ -103,24 +103,21 @@ def _utc(epoch_seconds: float) -> dt.datetime:
 LATE_KEY = "mv_late"
 
 
-def write_late_rows(spark: SparkSession, view: View, late: DataFrame, refresh_id: int,
+def write_late_rows(spark: SparkSession, view: View, late: DataFrame, count: int, refresh_id: int,
                     targets: dict[str, int], part: int = 0) -> int:
-    """Append the changes in `late` to <view>__late, once per refresh and part; returns how many.
-    The commit's userMetadata names the refresh and its source versions (pinned_targets)."""
+    """Append the `count` changes in `late` to <view>__late, once per refresh and part; returns
+    `count`. The commit's userMetadata names the refresh and its source versions (pinned_targets)."""
+    if not count:
+        return 0
     late = (late.withColumnRenamed("__sign", "_change_sign")
             .withColumn("refresh_id", F.lit(refresh_id))
             .withColumn("target_versions", F.lit(json.dumps(targets, sort_keys=True)))
-            .withColumn("detected_at", F.current_timestamp())).cache()
-    try:
-        count = late.count()
-        if count:
-            table_id = _incarnation(spark, view)
-            note = json.dumps({LATE_KEY: {"table_id": table_id, "refresh_id": refresh_id, "targets": targets}},
-                              sort_keys=True)
-            _append(spark, late, view.late_table, note, f"mv-late:{table_id}:{part}", refresh_id, mergeSchema="true")
-        return count
-    finally:
-        late.unpersist()
+            .withColumn("detected_at", F.current_timestamp()))
+    table_id = _incarnation(spark, view)
+    note = json.dumps({LATE_KEY: {"table_id": table_id, "refresh_id": refresh_id, "targets": targets}},
+                      sort_keys=True)
+    _append(spark, late, view.late_table, note, f"mv-late:{table_id}:{part}", refresh_id, mergeSchema="true")
+    return count
 
 
 def pinned_targets(spark: SparkSession, view: View, refresh_id: int) -> dict[str, int] | None:

@@ -24,6 +24,7 @@ import os
 import signal
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
@@ -32,11 +33,11 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from mv import catalog, errors, watermark
+from mv import catalog, errors, snapshots, watermark
 from mv.catalog import View
 from mv.combine import Combination, combine
 from mv.history import in_history, pinned_targets, record_history, write_late_rows
-from mv.plan import plan
+from mv.plan import Plan, plan
 from mv.query import QueryInfo, describe, quote, sql_string
 from mv.state import RefreshState, committing, read
 
@@ -209,11 +210,11 @@ def refresh(spark: SparkSession, name: str, full: bool = False, _upstream_done: 
     with _own_session(spark, view) as work:
         info = _describe(work, view)
         for source in info.source_tables:
-            upstream = catalog.load(work, source)
-            if source not in done and upstream is not None:
+            if source not in done and catalog.is_view(work, source):
                 done.add(source)
-                refresh(spark, upstream.definition.name, _upstream_done=done)
-        return _refresh(work, view, info, full)
+                refresh(spark, catalog.require(work, source).definition.name, _upstream_done=done)
+        with snapshots.warming(work, [*info.source_tables, view.late_table, view.history_table]):
+            return _refresh(work, view, info, full)
 
 
 @contextmanager
@@ -259,12 +260,8 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
     started = time.time()
     _phase(view.name, "planning")
     previous = read(spark, view.name)
-    if previous is not None and not in_history(spark, view, previous.refresh_id):
-        record_history(spark, view, previous)  # the refresh that committed it died before writing history
-    chosen = plan(spark, view, info, previous, full)
     refresh_id = (previous.refresh_id if previous else 0) + 1
-    targets = pinned_targets(spark, view, refresh_id) or {s: source_version(spark, s) for s in info.source_tables}
-    ids = {s: table_id(spark, s) for s in info.source_tables}
+    chosen, targets, ids = _starting_point(spark, view, info, previous, full)
     if chosen.technique == "incremental" and (
             any(v < previous.sources.get(s, -1) for s, v in targets.items())
             or any(previous.source_ids.get(s, i) != i for s, i in ids.items())):
@@ -296,6 +293,23 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
     outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = record_history(spark, view, new_state, written)
     checkpoint("history_written")
     return outcome
+
+
+def _starting_point(spark: SparkSession, view: View, info: QueryInfo, previous: RefreshState | None,
+                    full: bool) -> tuple[Plan, dict[str, int], dict[str, str]]:
+    """The technique, the source versions to read to and the sources' table ids of the refresh
+    after `previous`. The two side tables' checks (did `previous` write its history row? did an
+    interrupted attempt pin source versions?) read their newest commits meanwhile, in threads."""
+    refresh_id = (previous.refresh_id if previous else 0) + 1
+    with ThreadPoolExecutor(2, thread_name_prefix="mv-lookup") as lookups:
+        recorded = lookups.submit(in_history, spark, view, previous.refresh_id) if previous else None
+        pinned = lookups.submit(pinned_targets, spark, view, refresh_id)
+        chosen = plan(spark, view, info, previous, full)
+        versions = {s: source_version(spark, s) for s in info.source_tables}  # read after `previous`
+        ids = {s: table_id(spark, s) for s in info.source_tables}
+        if recorded is not None and not recorded.result():
+            record_history(spark, view, previous)  # the refresh that committed it died before writing history
+        return chosen, pinned.result() or versions, ids
 
 
 def _metrics(outcome: Outcome) -> dict:
@@ -392,21 +406,20 @@ def _refresh_windows(run: _Run, changes: dict[str, str]) -> RefreshState:
         f"SELECT *, {micros_sql('window_start', t)} AS __ws, {micros_sql('window_end', t)} AS __we, "
         f"{micros_sql(quote(w.time_column), t)} AS __t FROM {w.call(changes[w.sources[0]])}"), f"windowed_{i}")
         for i, w in enumerate(run.info.windows) if w.sources[0] in changes]
-    touched = " UNION ALL ".join(f"SELECT __ws, __we, __t, __sign FROM {name}" for name in windowed)
     old_wm, grace = run.previous.watermark, interval_micros(spark, d.grace)
-    # One query: each touched window with the latest time added to it (a window only deleted from has None).
-    windows = spark.sql(f"SELECT __ws, __we, max(IF(__sign = 1, __t, NULL)) FROM ({touched}) "
-                        "GROUP BY __ws, __we").collect()
-    new_max = max((latest for _, _, latest in windows if latest is not None), default=None)
+    windows, counts = _touched_windows(spark, windowed)
+    new_max = max((latest for latest in windows.values() if latest is not None), default=None)
     max_event = max(filter(None, [run.previous.max_event_time, new_max]), default=None)
     new_wm = (watermark.advance(old_wm, max_event, interval_micros(spark, d.watermark_delay))
               if d.watermark_column else None)
-    if old_wm is not None:
-        for i, name in enumerate(windowed):
+    for i, name in enumerate(windowed):
+        count = sum(n for (part, _, e), n in counts.items() if part == i and watermark.is_final(e, old_wm, grace))
+        if count:
             late = spark.sql(f"SELECT * EXCEPT (__ws, __we, __t) FROM {name} WHERE __we + {grace} <= {old_wm}")
-            run.outcome.late_rows += write_late_rows(spark, run.view, late, run.outcome.refresh_id, run.targets, i)
+            run.outcome.late_rows += write_late_rows(spark, run.view, late, count, run.outcome.refresh_id,
+                                                     run.targets, i)
     checkpoint("late_rows_written")
-    affected = [(s, e) for s, e, _ in windows if not watermark.is_final(e, old_wm, grace)]
+    affected = [(s, e) for s, e in windows if not watermark.is_final(e, old_wm, grace)]
     newly_closed = None
     if d.emit == "WINDOW CLOSE":
         affected = [(s, e) for s, e in affected if watermark.is_closed(e, new_wm)]
@@ -422,6 +435,24 @@ def _refresh_windows(run: _Run, changes: dict[str, str]) -> RefreshState:
         else:
             _merge_windows(run, affected, newly_closed, run.info.window_start, run.info.window_end, t)
     return RefreshState(run.outcome.refresh_id, dict(run.targets), max_event, new_wm)
+
+
+def _touched_windows(spark: SparkSession, windowed: list[str]) -> tuple[dict, dict]:
+    """One query over the windowed changes: each touched window (start, end) with the latest time
+    added to it (None for a window only deleted from), and how many changed rows each part (index
+    in `windowed`) has in each window, which tells how many are late without another pass.
+
+    Example: one insert at t=5 into [0, 10) of part 0 gives ({(0, 10): 5}, {(0, 0, 10): 1}).
+    """
+    touched = " UNION ALL ".join(f"SELECT {i} AS __part, __ws, __we, __t, __sign FROM {name}"
+                                 for i, name in enumerate(windowed))
+    rows = spark.sql(f"SELECT __part, __ws, __we, max(IF(__sign = 1, __t, NULL)), count(*) FROM ({touched}) "
+                     "GROUP BY __part, __ws, __we").collect()
+    windows: dict[tuple[int, int], int | None] = {}
+    for _, s, e, latest, _ in rows:
+        known = windows.get((s, e))
+        windows[(s, e)] = latest if known is None else known if latest is None else max(known, latest)
+    return windows, {(part, s, e): n for part, s, e, _, n in rows}
 
 
 def _runs(windows: list[tuple[int, int]]) -> list[list[int]]:

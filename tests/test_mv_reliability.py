@@ -121,3 +121,11 @@ def test_a_source_schema_change_that_breaks_the_query_is_reported_and_changes_no
     assert raised.value.error_class == "MV_QUERY_NO_LONGER_VALID"
     assert "price" in str(raised.value)
     assert rows(spark, f"SELECT * FROM {view}") == before
+
+
+def test_building_snapshots_ahead_skips_missing_tables_and_swallows_their_errors(spark, source):
+    from mv import snapshots
+    spark.sql("CREATE OR REPLACE TEMP VIEW rel_not_delta AS SELECT 1 AS x")
+    with snapshots.warming(spark, ["rel_no_such_table", "rel_not_delta", source]):
+        pass  # the thread met a missing table and one DESCRIBE DETAIL rejects, and carried on
+    assert rows(spark, f"SELECT item, price FROM {source}") == [("A", 1), ("B", 2)]
