@@ -17,9 +17,13 @@ from pyspark.sql import SparkSession
 
 from mv import errors
 from mv.query import sql_string
+from mv.state import session_settings
 from mv.statements import Definition
 
 DEFINITION_PROPERTY = "mv.definition"
+# SHOW TBLPROPERTIES replaces a value by REDACTED when its key or value matches this setting's
+# pattern (`(?i)url` by default: a definition saying "hourly" matches). NEVER matches nothing.
+REDACTION, NEVER, REDACTED = "spark.sql.redaction.options.regex", "(?!)", "*********(redacted)"
 
 
 @dataclass(frozen=True)
@@ -60,23 +64,33 @@ def _detail(spark: SparkSession, table: str):
 
 
 def load(spark: SparkSession, name: str) -> View | None:
-    """The materialized view called `name`, or None if there is none (no table, or a plain one)."""
+    """The materialized view called `name`, or None if there is none (no table, or a plain one).
+
+    Its definition comes from SHOW TBLPROPERTIES, which reads no more of a Delta table than its
+    metadata; DESCRIBE DETAIL, which makes Delta rebuild the table's state (a Spark job), only
+    when a value comes back redacted anyway. The table's id is then left for whoever needs it."""
     if not spark.catalog.tableExists(name):
         return None
-    detail = _detail(spark, name)
-    raw = (detail["properties"] or {}).get(DEFINITION_PROPERTY)
+    with session_settings(spark, {REDACTION: NEVER}):
+        raw = _shown_properties(spark, name).get(DEFINITION_PROPERTY)
+    table_id = ""
+    if raw == REDACTED:
+        detail = _detail(spark, name)
+        raw, table_id = (detail["properties"] or {}).get(DEFINITION_PROPERTY), detail["id"]
     if raw is None:
         return None
     stored = json.loads(raw)
     time_zone = stored.pop("time_zone")
-    return View(name, Definition(**stored), time_zone, detail["id"])
+    return View(name, Definition(**stored), time_zone, table_id)
+
+
+def _shown_properties(spark: SparkSession, name: str) -> dict[str, str]:
+    return {row.key: row.value for row in spark.sql(f"SHOW TBLPROPERTIES {name}").collect()}
 
 
 def is_view(spark: SparkSession, name: str) -> bool:
-    """Whether the table `name` is a materialized view: `load` without reading the table's state
-    (SHOW TBLPROPERTIES redacts some values, never keys)."""
-    return spark.catalog.tableExists(name) and any(
-        row.key == DEFINITION_PROPERTY for row in spark.sql(f"SHOW TBLPROPERTIES {name}").collect())
+    """Whether the table `name` is a materialized view, without parsing its definition."""
+    return spark.catalog.tableExists(name) and DEFINITION_PROPERTY in _shown_properties(spark, name)
 
 
 def require(spark: SparkSession, name: str) -> View:
@@ -98,6 +112,6 @@ def list_views(spark: SparkSession) -> list[str]:
         if table.isTemporary or table.tableType == "VIEW":
             continue
         name = f"{table.namespace[0]}.{table.name}" if table.namespace else table.name
-        if DEFINITION_PROPERTY in properties(spark, name):
+        if is_view(spark, name):
             names.append(table.name)
     return sorted(names)

@@ -127,10 +127,19 @@ def time_sql(micros: int | str, data_type: str) -> str:
     return f"timestamp_micros({micros})"
 
 
+_INTERVALS: dict[str, int] = {}  # literal -> microseconds: Spark parses each literal once per process
+
+
 def interval_micros(spark: SparkSession, text: str | None) -> int:
     """An interval literal of a statement (INTERVAL '5' MINUTES) in microseconds; 0 for None."""
     if text is None:
         return 0
+    if text not in _INTERVALS:
+        _INTERVALS[text] = _parse_interval(spark, text)
+    return _INTERVALS[text]
+
+
+def _parse_interval(spark: SparkSession, text: str) -> int:
     try:
         value = spark.sql(f"SELECT {text}").first()[0]
     except AnalysisException as e:
@@ -213,7 +222,7 @@ def refresh(spark: SparkSession, name: str, full: bool = False, _upstream_done: 
             if source not in done and catalog.is_view(work, source):
                 done.add(source)
                 refresh(spark, catalog.require(work, source).definition.name, _upstream_done=done)
-        with snapshots.warming(work, [*info.source_tables, view.late_table, view.history_table]):
+        with snapshots.warming(work, [view.name, *info.source_tables, view.late_table, view.history_table]):
             return _refresh(work, view, info, full)
 
 
@@ -261,7 +270,7 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
     _phase(view.name, "planning")
     previous = read(spark, view.name)
     refresh_id = (previous.refresh_id if previous else 0) + 1
-    chosen, targets, ids = _starting_point(spark, view, info, previous, full)
+    view, chosen, targets, ids = _starting_point(spark, view, info, previous, full)
     if chosen.technique == "incremental" and (
             any(v < previous.sources.get(s, -1) for s, v in targets.items())
             or any(previous.source_ids.get(s, i) != i for s, i in ids.items())):
@@ -296,20 +305,29 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
 
 
 def _starting_point(spark: SparkSession, view: View, info: QueryInfo, previous: RefreshState | None,
-                    full: bool) -> tuple[Plan, dict[str, int], dict[str, str]]:
-    """The technique, the source versions to read to and the sources' table ids of the refresh
-    after `previous`. The two side tables' checks (did `previous` write its history row? did an
-    interrupted attempt pin source versions?) read their newest commits meanwhile, in threads."""
+                    full: bool) -> tuple[View, Plan, dict[str, int], dict[str, str]]:
+    """The view with its table id, the technique, the source versions to read to and the sources'
+    table ids of the refresh after `previous`. The view's side (its id: Delta rebuilds its state;
+    did `previous` write its history row? did an interrupted attempt pin source versions?) is
+    looked up in a thread meanwhile."""
     refresh_id = (previous.refresh_id if previous else 0) + 1
-    with ThreadPoolExecutor(2, thread_name_prefix="mv-lookup") as lookups:
-        recorded = lookups.submit(in_history, spark, view, previous.refresh_id) if previous else None
-        pinned = lookups.submit(pinned_targets, spark, view, refresh_id)
+    with ThreadPoolExecutor(1, thread_name_prefix="mv-lookup") as lookups:
+        side = lookups.submit(_view_side, spark, view, previous, refresh_id)
         chosen = plan(spark, view, info, previous, full)
         versions = {s: source_version(spark, s) for s in info.source_tables}  # read after `previous`
         ids = {s: table_id(spark, s) for s in info.source_tables}
-        if recorded is not None and not recorded.result():
-            record_history(spark, view, previous)  # the refresh that committed it died before writing history
-        return chosen, pinned.result() or versions, ids
+        view, pinned = side.result()
+        return view, chosen, pinned or versions, ids
+
+
+def _view_side(spark: SparkSession, view: View, previous: RefreshState | None,
+               refresh_id: int) -> tuple[View, dict[str, int] | None]:
+    """The view with its table id, and the source versions an interrupted attempt at refresh
+    `refresh_id` pinned (if any); records `previous`'s history row if its refresh died before."""
+    view = replace(view, table_id=view.table_id or table_id(spark, view.name))
+    if previous is not None and not in_history(spark, view, previous.refresh_id):
+        record_history(spark, view, previous)  # the refresh that committed it died before writing history
+    return view, pinned_targets(spark, view, refresh_id)
 
 
 def _metrics(outcome: Outcome) -> dict:

@@ -2,10 +2,11 @@
 
 The first time a refresh needs a Delta table's state after the table changed (its files, size,
 id, idempotent transaction ids), Delta rebuilds it with a Spark job: about half a second each on
-two cores, however small the table. A refresh needs three that way at points where it otherwise
-waits: each source's id while planning, and the transaction id check of its appends to
-`<view>__late` and to the refresh history. Built in the background from the start, they overlap
-with the refresh's reading and recomputing instead.
+two cores, however small the table. A refresh needs four that way at points where it otherwise
+waits: the view's (its id, and the MERGE's transaction id check), each source's id while
+planning, and the transaction id check of its appends to `<view>__late` and to the refresh
+history. Built in the background from the start, they overlap with the refresh's reading and
+recomputing instead.
 
 Example:
     >>> with warming(spark, ["bids", "mv_refresh_history"]):

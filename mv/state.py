@@ -38,7 +38,8 @@ def read(spark: SparkSession, view: str) -> RefreshState | None:
     """The state of the view's latest refresh commit, or None before its first refresh."""
     for limit in (20, None):
         history = spark.sql(f"DESCRIBE HISTORY {view}" + (f" LIMIT {limit}" if limit else ""))
-        for row in history.select("version", "userMetadata").orderBy("version", ascending=False).collect():
+        commits = history.select("version", "userMetadata").collect()  # sorted here: no Spark job
+        for row in sorted(commits, key=lambda c: c.version, reverse=True):
             if row.userMetadata and STATE_KEY in row.userMetadata:
                 return RefreshState(**json.loads(row.userMetadata)[STATE_KEY])
     return None
@@ -52,19 +53,23 @@ REFRESH_APP_ID = "mv-refresh"
 
 @contextmanager
 def session_settings(spark: SparkSession, settings: dict[str, str]):
-    """`settings` in force in the session inside the block only.
+    """`settings` in force in the session inside the block only; afterwards each key is as it was.
 
     Example:
         >>> with session_settings(spark, {USER_METADATA: "note"}):
         ...     frame.write.format("delta").mode("append").saveAsTable("t")   # its commit says "note"
     """
+    before = {key: spark.conf.get(key, None) for key in settings}
     for key, value in settings.items():
         spark.conf.set(key, value)
     try:
         yield
     finally:
-        for key in settings:
-            spark.conf.unset(key)
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 @contextmanager

@@ -2,9 +2,7 @@
 it prints this and exits with that code. Most tests run `mv.cli.main` in this process, on the
 test session; two run the installed `mv` as a real process, as a shell, cron or CI would.
 
-Errors are asserted by their class and the shape of the output, not by their prose. View names
-avoid the letters "url" (as in "hourly"): SHOW TBLPROPERTIES, which catalog.py reads a view's
-definition with, redacts values that contain them (spark.sql.redaction.options.regex).
+Errors are asserted by their class and the shape of the output, not by their prose.
 """
 from __future__ import annotations
 

@@ -257,6 +257,21 @@ def test_a_view_named_hourly_keeps_its_definition_though_spark_redacts_url_like_
     assert rows(spark, view) == [("00:00", "00:10", "a", 2, 5)]
 
 
+def test_reading_a_view_leaves_the_sessions_own_redaction_pattern_in_force(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4))
+    view = given.view(COUNTS.format(bids=bids), name=given.name("secret_totals"))
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(2, 'a', '00:02', 1))}")
+    spark.conf.set("spark.sql.redaction.options.regex", "(?i)secret")
+    try:
+        assert refresh(spark, view).technique == "incremental"
+        assert spark.conf.get("spark.sql.redaction.options.regex") == "(?i)secret"
+        shown = {r.key: r.value for r in spark.sql(f"SHOW TBLPROPERTIES {view}").collect()}
+        assert shown["mv.definition"] == "*********(redacted)"
+    finally:
+        spark.conf.unset("spark.sql.redaction.options.regex")
+    assert rows(spark, view) == [("00:00", "00:10", "a", 2, 5)]
+
+
 def test_a_view_in_another_database_reads_its_sources_there(spark, given):
     spark.sql("CREATE DATABASE IF NOT EXISTS mv_other")
     spark.sql("USE mv_other")
