@@ -33,8 +33,12 @@ def _state_commit(spark: SparkSession, view: View, refresh_id: int):
 
 
 def written(spark: SparkSession, view: View, refresh_id: int) -> tuple[int, int, int]:
+    """The rows refresh `refresh_id` inserted, updated and deleted, as its commit's metrics say
+    (a MERGE's; an append or overwrite counts its rows as inserted)."""
     commit = _state_commit(spark, view, refresh_id)
     metrics = (commit.operationMetrics or {}) if commit else {}
+    if "numTargetRowsInserted" not in metrics:
+        return int(metrics.get("numOutputRows", 0)), 0, 0
     return tuple(int(metrics.get(k, 0)) for k in
                  ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted"))
 

@@ -170,6 +170,7 @@ class _Run:
     temp: str = field(default_factory=lambda: "__mv_" + uuid.uuid4().hex[:12])
     pending_merge: str | None = None
     pending_overwrite: DataFrame | None = None
+    pending_append: DataFrame | None = None  # rows of windows the view cannot hold yet: no MERGE needed
     cached: list[DataFrame] = field(default_factory=list)
     pinned: dict[str, str] = field(default_factory=dict)  # source table -> its view at the target version
 
@@ -348,8 +349,9 @@ def _commit(run: _Run, new_state: RefreshState) -> tuple[int, int, int] | None:
             if (latest.refresh_id if latest else 0) != (run.previous.refresh_id if run.previous else 0):
                 raise errors.concurrent_refresh(name)
             before = source_version(spark, name)
-            if run.pending_overwrite is not None:
-                run.pending_overwrite.write.insertInto(name, overwrite=True)
+            rows = run.pending_overwrite if run.pending_overwrite is not None else run.pending_append
+            if rows is not None:
+                rows.write.insertInto(name, overwrite=run.pending_overwrite is not None)
                 if source_version(spark, name) == before:  # Delta skipped it: this refresh id is taken
                     raise errors.concurrent_refresh(name)
             else:
@@ -506,11 +508,22 @@ def _merge_windows(run: _Run, affected, newly_closed, ws: str, we: str, t: str) 
     exact = f"({start}, {end}) IN (SELECT s, e FROM {_windows_view(run, affected, 'affected')})"
     keep = _kept(run, f"(({' OR '.join(parts)}) AND {exact})" if parts else "false", newly_closed, end, t)
     recomputed = spark.sql(f"SELECT * FROM ({run.query}) WHERE {keep}")
+    if _all_new(run, affected):
+        run.pending_append = recomputed
+        return
     current = spark.sql(f"SELECT * FROM {run.view.name} WHERE {keep}")
     bounds = [b for pair in affected for b in pair] + [b for b in (newly_closed or ()) if b is not None]
     span = (f"t.{start} >= {time_sql(min(bounds), t)} "
             f"AND t.{start} <= {time_sql(max(bounds), t)}") if bounds and not newly_closed else None
     _merge(run, recomputed, current, target_range=span)
+
+
+def _all_new(run: _Run, affected) -> bool:
+    """Whether no window to write can be in the view yet, so its rows are appended, not merged:
+    under EMIT ON WINDOW CLOSE the view holds only windows closed by the previous watermark, and
+    every affected window (like each that just closed) ends after those."""
+    closed_end = _closed_bound(run) + 1  # the latest end a window in the view can have
+    return run.view.definition.emit == "WINDOW CLOSE" and all(e > closed_end for _, e in affected)
 
 
 def _windows_view(run: _Run, windows: list[tuple[int, int]], suffix: str) -> str:

@@ -317,6 +317,19 @@ def test_emit_on_window_close_writes_each_closed_window_once_and_never_an_empty_
                                          ("insert", "00:10", "00:20", "b", 2)]
 
 
+def test_windows_closing_for_the_first_time_are_appended_without_a_merge(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:04", 2))
+    view = given.view(COUNTS.format(bids=bids), ON_CLOSE)
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'b', '00:16', 1), bid(4, 'c', '00:27', 5))}")
+
+    outcome = refresh(spark, view)  # watermark 00:22: [00:00, 00:10) and [00:10, 00:20) close
+
+    assert rows(spark, view) == [("00:00", "00:10", "a", 1, 4), ("00:00", "00:10", "b", 1, 2),
+                                 ("00:10", "00:20", "b", 1, 1)]
+    assert spark.sql(f"DESCRIBE HISTORY {view} LIMIT 1").first()["operation"] == "WRITE"
+    assert (outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted) == (3, 0, 0)
+
+
 def test_a_late_row_within_grace_updates_its_closed_window(spark, given):
     bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:12", 7))
     view = given.view(COUNTS.format(bids=bids),
