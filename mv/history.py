@@ -107,12 +107,10 @@ def _utc(epoch_seconds: float) -> dt.datetime:
 LATE_KEY = "mv_late"
 
 
-def write_late_rows(spark: SparkSession, view: View, late: DataFrame, count: int, refresh_id: int,
-                    targets: dict[str, int], part: int = 0) -> int:
-    """Append the `count` changes in `late` to <view>__late, once per refresh and part; returns
-    `count`. The commit's userMetadata names the refresh and its source versions (pinned_targets)."""
-    if not count:
-        return 0
+def write_late_rows(spark: SparkSession, view: View, late: DataFrame, refresh_id: int,
+                    targets: dict[str, int], part: int = 0) -> None:
+    """Append the changes in `late` to <view>__late, once per refresh and part (the caller counts
+    them). The commit's userMetadata names the refresh and its source versions (pinned_targets)."""
     late = (late.withColumnRenamed("__sign", "_change_sign")
             .withColumn("refresh_id", F.lit(refresh_id))
             .withColumn("target_versions", F.lit(json.dumps(targets, sort_keys=True)))
@@ -121,7 +119,6 @@ def write_late_rows(spark: SparkSession, view: View, late: DataFrame, count: int
     note = json.dumps({LATE_KEY: {"table_id": table_id, "refresh_id": refresh_id, "targets": targets}},
                       sort_keys=True)
     _append(spark, late, view.late_table, note, f"mv-late:{table_id}:{part}", refresh_id, mergeSchema="true")
-    return count
 
 
 def pinned_targets(spark: SparkSession, view: View, refresh_id: int) -> dict[str, int] | None:

@@ -220,9 +220,10 @@ def refresh(spark: SparkSession, name: str, full: bool = False, _upstream_done: 
     with _own_session(spark, view) as work:
         info = _describe(work, view)
         for source in info.source_tables:
-            if source not in done and catalog.is_view(work, source):
+            upstream = catalog.load(work, source)
+            if source not in done and upstream is not None:
                 done.add(source)
-                refresh(spark, catalog.require(work, source).definition.name, _upstream_done=done)
+                refresh(spark, upstream.definition.name, _upstream_done=done)
         with snapshots.warming(work, [view.name, *info.source_tables, view.late_table, view.history_table]):
             return _refresh(work, view, info, full)
 
@@ -271,7 +272,7 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
     _phase(view.name, "planning")
     previous = read(spark, view.name)
     refresh_id = (previous.refresh_id if previous else 0) + 1
-    view, chosen, targets, ids = _starting_point(spark, view, info, previous, full)
+    view, chosen, targets, ids = _starting_point(spark, view, info, previous, refresh_id, full)
     if chosen.technique == "incremental" and (
             any(v < previous.sources.get(s, -1) for s, v in targets.items())
             or any(previous.source_ids.get(s, i) != i for s, i in ids.items())):
@@ -306,12 +307,11 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
 
 
 def _starting_point(spark: SparkSession, view: View, info: QueryInfo, previous: RefreshState | None,
-                    full: bool) -> tuple[View, Plan, dict[str, int], dict[str, str]]:
+                    refresh_id: int, full: bool) -> tuple[View, Plan, dict[str, int], dict[str, str]]:
     """The view with its table id, the technique, the source versions to read to and the sources'
     table ids of the refresh after `previous`. The view's side (its id: Delta rebuilds its state;
     did `previous` write its history row? did an interrupted attempt pin source versions?) is
     looked up in a thread meanwhile."""
-    refresh_id = (previous.refresh_id if previous else 0) + 1
     with ThreadPoolExecutor(1, thread_name_prefix="mv-lookup") as lookups:
         side = lookups.submit(_view_side, spark, view, previous, refresh_id)
         chosen = plan(spark, view, info, previous, full)
@@ -436,8 +436,8 @@ def _refresh_windows(run: _Run, changes: dict[str, str]) -> RefreshState:
         count = sum(n for (part, _, e), n in counts.items() if part == i and watermark.is_final(e, old_wm, grace))
         if count:
             late = spark.sql(f"SELECT * EXCEPT (__ws, __we, __t) FROM {name} WHERE __we + {grace} <= {old_wm}")
-            run.outcome.late_rows += write_late_rows(spark, run.view, late, count, run.outcome.refresh_id,
-                                                     run.targets, i)
+            write_late_rows(spark, run.view, late, run.outcome.refresh_id, run.targets, i)
+            run.outcome.late_rows += count
     checkpoint("late_rows_written")
     affected = [(s, e) for s, e in windows if not watermark.is_final(e, old_wm, grace)]
     newly_closed = None
