@@ -74,7 +74,7 @@ def in_history(spark: SparkSession, view: View, refresh_id: int, recent: int = 2
 def record_history(spark: SparkSession, view: View, state: RefreshState | None,
                    rows: tuple[int, int, int] | None = None) -> tuple[int, int, int]:
     """Append the history row of the refresh that committed `state`; Delta skips it if already there.
-    Returns the rows that refresh inserted, updated and deleted in the view: `rows` if its MERGE
+    Returns the rows that refresh inserted, updated and deleted in the view: `rows` if its commit
     said, else as the view's Delta history says."""
     if state is None or not state.metrics:
         return 0, 0, 0

@@ -337,30 +337,38 @@ def _metrics(outcome: Outcome) -> dict:
     return {k: getattr(outcome, k) for k in keys}
 
 
-def _commit(run: _Run, new_state: RefreshState) -> tuple[int, int, int] | None:
+def _commit(run: _Run, new_state: RefreshState) -> tuple[int, int, int]:
     """Write the view's rows and its new state in one Delta commit (a state-only commit if there is
-    nothing to write); the rows the MERGE inserted, updated and deleted (None without a MERGE)."""
+    nothing to write); the rows it inserted, updated and deleted."""
     spark, name = run.spark, run.view.name
     try:
         with committing(spark, new_state):
             if run.pending_merge:  # its idempotent transaction id stands in for a check of the state
                 return _merged(spark, name, run.pending_merge)
-            latest = read(spark, name)
-            if (latest.refresh_id if latest else 0) != (run.previous.refresh_id if run.previous else 0):
-                raise errors.concurrent_refresh(name)
-            before = source_version(spark, name)
             rows = run.pending_overwrite if run.pending_overwrite is not None else run.pending_append
-            if rows is not None:
-                rows.write.insertInto(name, overwrite=run.pending_overwrite is not None)
-                if source_version(spark, name) == before:  # Delta skipped it: this refresh id is taken
+            if rows is None:  # ALTER TABLE takes no transaction id: the state is checked instead
+                latest = read(spark, name)
+                if (latest.refresh_id if latest else 0) != (run.previous.refresh_id if run.previous else 0):
                     raise errors.concurrent_refresh(name)
-            else:
                 spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('mv.refresh_id' = '{new_state.refresh_id}')")
-            return None
+                return 0, 0, 0
+            rows.write.insertInto(name, overwrite=run.pending_overwrite is not None)
+            return _appended(spark, name, new_state)
     except Exception as e:  # Delta's optimistic concurrency: another commit touched what this one read
         if "Concurrent" in type(e).__name__ or "DELTA_CONCURRENT" in str(e):
             raise errors.concurrent_refresh(name) from None
         raise
+
+
+def _appended(spark: SparkSession, name: str, state: RefreshState, recent: int = 10) -> tuple[int, int, int]:
+    """The rows an append or overwrite carrying `state` wrote, as its commit says. Delta skips a
+    write whose transaction id (the refresh id) already committed, which leaves no such commit:
+    another refresh took this refresh id."""
+    note = state.to_json()  # its start time and duration tell this attempt from any other
+    for row in spark.sql(f"DESCRIBE HISTORY {name} LIMIT {recent}").select("userMetadata", "operationMetrics").collect():
+        if row.userMetadata == note:
+            return int((row.operationMetrics or {}).get("numOutputRows", 0)), 0, 0
+    raise errors.concurrent_refresh(name)
 
 
 def _merged(spark: SparkSession, name: str, merge: str) -> tuple[int, int, int]:
