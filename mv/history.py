@@ -134,7 +134,7 @@ def pinned_targets(spark: SparkSession, view: View, refresh_id: int) -> dict[str
     newest = spark.sql(f"DESCRIBE HISTORY {view.late_table} LIMIT 1").first()
     note = _late_note(newest.userMetadata if newest else None)
     if note is not None:
-        mine = note["table_id"] == _incarnation(spark, view) and note["refresh_id"] == refresh_id
+        mine = note["refresh_id"] == refresh_id and note["table_id"] == _incarnation(spark, view)
         return note["targets"] if mine else None
     row = spark.table(view.late_table).where(F.col("refresh_id") == refresh_id).select("target_versions").first()
     return json.loads(row[0]) if row else None

@@ -24,7 +24,7 @@ import os
 import signal
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
@@ -173,6 +173,12 @@ class _Run:
     pending_append: DataFrame | None = None  # rows of windows the view cannot hold yet: no MERGE needed
     cached: list[DataFrame] = field(default_factory=list)
     pinned: dict[str, str] = field(default_factory=dict)  # source table -> its view at the target version
+    identities: Future | None = None  # of _identities: the view with its id, and the sources' ids
+
+    def identify(self) -> dict[str, str]:
+        """The sources' Delta table ids, once looked up; the view then carries its own."""
+        self.view, ids = self.identities.result()
+        return ids
 
     @property
     def columns(self) -> list[str]:
@@ -272,63 +278,67 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
     _phase(view.name, "planning")
     previous = read(spark, view.name)
     refresh_id = (previous.refresh_id if previous else 0) + 1
-    view, chosen, targets, ids = _starting_point(spark, view, info, previous, refresh_id, full)
-    if chosen.technique == "incremental" and (
-            any(v < previous.sources.get(s, -1) for s, v in targets.items())
-            or any(previous.source_ids.get(s, i) != i for s, i in ids.items())):
-        chosen = replace(chosen, technique="full", reason="SOURCE_REPLACED")  # dropped and created again
-    outcome = Outcome(view.name, chosen.technique, chosen.reason, refresh_id, targets, started_at=started)
-    run = _Run(spark, view, info, previous, targets, outcome)
-    _phase(view.name, "reading changes" if chosen.technique == "incremental" else "recomputing")
-    if chosen.technique == "incremental":
+    with ThreadPoolExecutor(1, thread_name_prefix="mv-lookup") as lookups:
+        identities = lookups.submit(_identities, spark, view, info, previous)
+        chosen, targets = _starting_point(spark, view, info, previous, refresh_id, full)
+        if chosen.technique == "incremental" and any(v < previous.sources.get(s, -1) for s, v in targets.items()):
+            chosen = replace(chosen, technique="full", reason="SOURCE_REPLACED")  # dropped and created again
+        outcome = Outcome(view.name, chosen.technique, chosen.reason, refresh_id, targets, started_at=started)
+        run = _Run(spark, view, info, previous, targets, outcome, identities=identities)
         try:
-            new_state = _incremental(run)
-        except _ChangeFeedGone as gone:
-            if view.definition.policy != "AUTO":
-                raise errors.change_feed_gone(view.name, gone.source, gone.version) from None
-            outcome.technique, outcome.reason = "full", "CHANGE_FEED_UNAVAILABLE"
-            new_state = _full(run)
-    else:
-        new_state = _full(run)
-    outcome.watermark = new_state.watermark
-    outcome.duration_s = round(time.time() - started, 3)
-    new_state = replace(new_state, metrics=_metrics(outcome), source_ids=ids)
-    _phase(view.name, "merging")
-    try:
-        written = _commit(run, new_state)
-    finally:
-        for frame in run.cached:
-            frame.unpersist()
+            new_state = _recomputed(run, chosen.technique)
+            new_state = replace(new_state, source_ids=run.identify())
+            outcome.watermark = new_state.watermark
+            outcome.duration_s = round(time.time() - started, 3)
+            new_state = replace(new_state, metrics=_metrics(outcome))
+            _phase(view.name, "merging")
+            written = _commit(run, new_state)
+        finally:
+            for frame in run.cached:
+                frame.unpersist()
     checkpoint("committed")
     _phase(view.name, "recording history")
-    outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = record_history(spark, view, new_state, written)
+    outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = record_history(spark, run.view, new_state, written)
     checkpoint("history_written")
     return outcome
 
 
+def _recomputed(run: _Run, technique: str) -> RefreshState:
+    """The view's new rows, pending in `run`, and the state they bring it to: from the changes
+    when `technique` says so and the change feed allows, else in full."""
+    outcome, view = run.outcome, run.view
+    _phase(view.name, "reading changes" if technique == "incremental" else "recomputing")
+    if technique != "incremental":
+        return _full(run)
+    try:
+        return _incremental(run)
+    except _ChangeFeedGone as gone:
+        if view.definition.policy != "AUTO":
+            raise errors.change_feed_gone(view.name, gone.source, gone.version) from None
+        outcome.technique, outcome.reason = "full", "CHANGE_FEED_UNAVAILABLE"
+    except _SourceReplaced:
+        outcome.technique, outcome.reason = "full", "SOURCE_REPLACED"  # dropped and created again
+    return _full(run)
+
+
 def _starting_point(spark: SparkSession, view: View, info: QueryInfo, previous: RefreshState | None,
-                    refresh_id: int, full: bool) -> tuple[View, Plan, dict[str, int], dict[str, str]]:
-    """The view with its table id, the technique, the source versions to read to and the sources'
-    table ids of the refresh after `previous`. The view's side (its id: Delta rebuilds its state;
-    did `previous` write its history row? did an interrupted attempt pin source versions?) is
-    looked up in a thread meanwhile."""
-    with ThreadPoolExecutor(1, thread_name_prefix="mv-lookup") as lookups:
-        side = lookups.submit(_view_side, spark, view, previous, refresh_id)
-        chosen = plan(spark, view, info, previous, full)
-        versions = {s: source_version(spark, s) for s in info.source_tables}  # read after `previous`
-        ids = {s: table_id(spark, s) for s in info.source_tables}
-        view, pinned = side.result()
-        return view, chosen, pinned or versions, ids
+                    refresh_id: int, full: bool) -> tuple[Plan, dict[str, int]]:
+    """The technique and the source versions to read to of the refresh after `previous`: the
+    versions an interrupted attempt at it pinned, if any, else the sources' latest."""
+    chosen = plan(spark, view, info, previous, full)
+    versions = {s: source_version(spark, s) for s in info.source_tables}  # read after `previous`
+    return chosen, pinned_targets(spark, view, refresh_id) or versions
 
 
-def _view_side(spark: SparkSession, view: View, previous: RefreshState | None,
-               refresh_id: int) -> tuple[View, dict[str, int] | None]:
-    """The view with its table id, and the source versions an interrupted attempt at refresh
-    `refresh_id` pinned (if any); records `previous`'s history row if its refresh died before."""
+def _identities(spark: SparkSession, view: View, info: QueryInfo,
+                previous: RefreshState | None) -> tuple[View, dict[str, str]]:
+    """The view with its Delta table id, and each source's id; records `previous`'s history row
+    if its refresh died before writing it. Run beside the refresh's own work (`_Run.identify`):
+    an id waits for Delta to rebuild its table's state."""
     view = replace(view, table_id=view.table_id or table_id(spark, view.name))
     if previous is not None and not in_history(spark, view, previous.refresh_id):
         record_history(spark, view, previous)  # the refresh that committed it died before writing history
-    return view, pinned_targets(spark, view, refresh_id)
+    return view, {s: table_id(spark, s) for s in info.source_tables}
 
 
 def _metrics(outcome: Outcome) -> dict:
@@ -380,6 +390,17 @@ def _merged(spark: SparkSession, name: str, merge: str) -> tuple[int, int, int]:
     return rows[0].num_inserted_rows, rows[0].num_updated_rows, rows[0].num_deleted_rows
 
 
+class _SourceReplaced(Exception):
+    """A source's Delta table id is not the one the previous refresh read: its versions start anew."""
+
+
+def _check_sources(run: _Run) -> None:
+    """Raise _SourceReplaced when a source's table id is not the one the previous refresh read:
+    the changes read are not changes of what the view holds."""
+    if any(run.previous.source_ids.get(s, i) != i for s, i in run.identify().items()):
+        raise _SourceReplaced
+
+
 class _ChangeFeedGone(Exception):
     def __init__(self, source: str, version: int):
         super().__init__(source)
@@ -403,13 +424,16 @@ def _incremental(run: _Run) -> RefreshState:
     previous = run.previous
     try:
         changes = _changes(run)
+        run.cached += changes.values()  # the MERGE, run at commit, still reads them
         run.outcome.rows_read = sum(frame.count() for frame in changes.values())
     except Exception as e:  # noqa: BLE001 - Delta reports a lost change feed in several ways
+        _check_sources(run)  # a source created again has no change feed from where the view left off
         if not any(marker in str(e) for marker in CHANGE_FEED_GONE):
             raise
         source = next(s for s, v in run.targets.items() if previous.sources.get(s, -1) < v)
         raise _ChangeFeedGone(source, previous.sources.get(source, -1) + 1) from None
     checkpoint("changes_read")
+    _check_sources(run)  # before anything is written
     _phase(run.view.name, "recomputing")
     views = {source: run.temp_view(frame, f"changes_{i}") for i, (source, frame) in enumerate(changes.items())}
     state = replace(previous, refresh_id=run.outcome.refresh_id, sources=dict(run.targets))
@@ -422,8 +446,7 @@ def _incremental(run: _Run) -> RefreshState:
     elif run.info.windows[0].kind == "SESSION":
         _refresh_sessions(run, next(iter(views.values())))
     else:
-        state = _refresh_windows(run, views)
-    run.cached += changes.values()  # the MERGE, run at commit, still reads them
+        return _refresh_windows(run, views)
     return state
 
 
