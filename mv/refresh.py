@@ -278,9 +278,10 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
     _phase(view.name, "planning")
     previous = read(spark, view.name)
     refresh_id = (previous.refresh_id if previous else 0) + 1
-    with ThreadPoolExecutor(1, thread_name_prefix="mv-lookup") as lookups:
+    with ThreadPoolExecutor(2, thread_name_prefix="mv-lookup") as lookups:
         identities = lookups.submit(_identities, spark, view, info, previous)
-        chosen, targets = _starting_point(spark, view, info, previous, refresh_id, full)
+        pinned = lookups.submit(pinned_targets, spark, view, refresh_id)
+        chosen, targets = _starting_point(spark, view, info, previous, full, pinned)
         if chosen.technique == "incremental" and any(v < previous.sources.get(s, -1) for s, v in targets.items()):
             chosen = replace(chosen, technique="full", reason="SOURCE_REPLACED")  # dropped and created again
         outcome = Outcome(view.name, chosen.technique, chosen.reason, refresh_id, targets, started_at=started)
@@ -322,12 +323,12 @@ def _recomputed(run: _Run, technique: str) -> RefreshState:
 
 
 def _starting_point(spark: SparkSession, view: View, info: QueryInfo, previous: RefreshState | None,
-                    refresh_id: int, full: bool) -> tuple[Plan, dict[str, int]]:
-    """The technique and the source versions to read to of the refresh after `previous`: the
-    versions an interrupted attempt at it pinned, if any, else the sources' latest."""
+                    full: bool, pinned: Future) -> tuple[Plan, dict[str, int]]:
+    """The technique and the source versions to read to of the refresh after `previous`: those an
+    interrupted attempt at it pinned (`pinned`, looked up meanwhile), if any, else the sources' latest."""
     chosen = plan(spark, view, info, previous, full)
     versions = {s: source_version(spark, s) for s in info.source_tables}  # read after `previous`
-    return chosen, pinned_targets(spark, view, refresh_id) or versions
+    return chosen, pinned.result() or versions
 
 
 def _identities(spark: SparkSession, view: View, info: QueryInfo,
