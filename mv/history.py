@@ -33,10 +33,14 @@ def _state_commit(spark: SparkSession, view: View, refresh_id: int):
 
 
 def written(spark: SparkSession, view: View, refresh_id: int) -> tuple[int, int, int]:
-    """The rows refresh `refresh_id` inserted, updated and deleted, as its commit's metrics say
-    (a MERGE's; an append or overwrite counts its rows as inserted)."""
+    """The rows refresh `refresh_id` inserted, updated and deleted, as its commit's metrics say."""
     commit = _state_commit(spark, view, refresh_id)
-    metrics = (commit.operationMetrics or {}) if commit else {}
+    return commit_rows((commit.operationMetrics or {}) if commit else {})
+
+
+def commit_rows(metrics: dict[str, str]) -> tuple[int, int, int]:
+    """The rows inserted, updated and deleted by a view's commit, from its Delta operationMetrics:
+    a MERGE's; an append or overwrite counts its rows as inserted."""
     if "numTargetRowsInserted" not in metrics:
         return int(metrics.get("numOutputRows", 0)), 0, 0
     return tuple(int(metrics.get(k, 0)) for k in

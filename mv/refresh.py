@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 from mv import catalog, errors, snapshots, watermark
 from mv.catalog import View
 from mv.combine import Combination, combine
-from mv.history import in_history, pinned_targets, record_history, write_late_rows
+from mv.history import commit_rows, in_history, pinned_targets, record_history, write_late_rows
 from mv.plan import Plan, plan
 from mv.query import QueryInfo, describe, quote, sql_string
 from mv.state import RefreshState, committing, read
@@ -169,8 +169,8 @@ class _Run:
     outcome: Outcome
     temp: str = field(default_factory=lambda: "__mv_" + uuid.uuid4().hex[:12])
     pending_merge: str | None = None
-    pending_overwrite: DataFrame | None = None
-    pending_append: DataFrame | None = None  # rows of windows the view cannot hold yet: no MERGE needed
+    pending_rows: DataFrame | None = None  # appended, or with `overwrite` replacing the view's: no MERGE
+    overwrite: bool = False
     cached: list[DataFrame] = field(default_factory=list)
     pinned: dict[str, str] = field(default_factory=dict)  # source table -> its view at the target version
     identities: Future | None = None  # of _identities: the view with its id, and the sources' ids
@@ -299,7 +299,8 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
                 frame.unpersist()
     checkpoint("committed")
     _phase(view.name, "recording history")
-    outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = record_history(spark, run.view, new_state, written)
+    rows = record_history(spark, run.view, new_state, written)
+    outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = rows
     checkpoint("history_written")
     return outcome
 
@@ -356,14 +357,13 @@ def _commit(run: _Run, new_state: RefreshState) -> tuple[int, int, int]:
         with committing(spark, new_state):
             if run.pending_merge:  # its idempotent transaction id stands in for a check of the state
                 return _merged(spark, name, run.pending_merge)
-            rows = run.pending_overwrite if run.pending_overwrite is not None else run.pending_append
-            if rows is None:  # ALTER TABLE takes no transaction id: the state is checked instead
+            if run.pending_rows is None:  # ALTER TABLE takes no transaction id: the state is checked instead
                 latest = read(spark, name)
                 if (latest.refresh_id if latest else 0) != (run.previous.refresh_id if run.previous else 0):
                     raise errors.concurrent_refresh(name)
                 spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('mv.refresh_id' = '{new_state.refresh_id}')")
                 return 0, 0, 0
-            rows.write.insertInto(name, overwrite=run.pending_overwrite is not None)
+            run.pending_rows.write.insertInto(name, overwrite=run.overwrite)
             return _appended(spark, name, new_state)
     except Exception as e:  # Delta's optimistic concurrency: another commit touched what this one read
         if "Concurrent" in type(e).__name__ or "DELTA_CONCURRENT" in str(e):
@@ -376,9 +376,10 @@ def _appended(spark: SparkSession, name: str, state: RefreshState, recent: int =
     write whose transaction id (the refresh id) already committed, which leaves no such commit:
     another refresh took this refresh id."""
     note = state.to_json()  # its start time and duration tell this attempt from any other
-    for row in spark.sql(f"DESCRIBE HISTORY {name} LIMIT {recent}").select("userMetadata", "operationMetrics").collect():
+    commits = spark.sql(f"DESCRIBE HISTORY {name} LIMIT {recent}").select("userMetadata", "operationMetrics")
+    for row in commits.collect():
         if row.userMetadata == note:
-            return int((row.operationMetrics or {}).get("numOutputRows", 0)), 0, 0
+            return commit_rows(row.operationMetrics or {})
     raise errors.concurrent_refresh(name)
 
 
@@ -541,7 +542,7 @@ def _merge_windows(run: _Run, affected, newly_closed, ws: str, we: str, t: str) 
     keep = _kept(run, f"(({' OR '.join(parts)}) AND {exact})" if parts else "false", newly_closed, end, t)
     recomputed = spark.sql(f"SELECT * FROM ({run.query}) WHERE {keep}")
     if _all_new(run, affected):
-        run.pending_append = recomputed
+        run.pending_rows = recomputed
         return
     current = spark.sql(f"SELECT * FROM {run.view.name} WHERE {keep}")
     bounds = [b for pair in affected for b in pair] + [b for b in (newly_closed or ()) if b is not None]
@@ -963,5 +964,5 @@ def _full(run: _Run) -> RefreshState:
         _replace_rows(run, "t." + " AND t.".join(where))
     else:
         run.pending_merge = None
-        run.pending_overwrite = recomputed
+        run.pending_rows, run.overwrite = recomputed, True
     return RefreshState(run.outcome.refresh_id, dict(run.targets), max_event, new_wm)
