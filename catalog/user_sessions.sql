@@ -1,5 +1,5 @@
 -- Nexmark q11, user sessions: each bidder's runs of bids at most 10 minutes apart (SESSION).
--- No watermark: a SESSION view with one is refreshed in full.
+-- No watermark: it shows sessions still open too (WATERMARK ... EMIT ON WINDOW CLOSE would keep only closed ones).
 CREATE MATERIALIZED VIEW user_sessions
   SCHEDULE EVERY 15 MINUTES
 AS SELECT bidder, window_start, window_end, count(*) AS bids, max(price) AS highest

@@ -60,7 +60,7 @@ def _session_blockers(info: QueryInfo, columns: dict[str, set[str]], view_waterm
     blockers = []
     if not all(k in columns[w.sources[0]] and k in outputs for k in keys for w in windows):
         blockers.append("SESSION_KEYS_NOT_SOURCE_AND_OUTPUT_COLUMNS")
-    if view_watermark:
+    if view_watermark and (len(windows) > 1 or info.group_by is None):  # late rows: grouped, one source
         blockers.append("SESSION_WITH_WATERMARK")
     return blockers
 

@@ -76,6 +76,25 @@ def sql_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def micros_sql(expr: str, data_type: str) -> str:
+    """A TIMESTAMP, TIMESTAMP_NTZ or BIGINT epoch-milliseconds expression as microseconds since the epoch."""
+    if data_type == "bigint":
+        return f"(({expr}) * 1000)"
+    if data_type == "timestamp_ntz":
+        return f"timestampdiff(MICROSECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', {expr})"
+    return f"unix_micros({expr})"
+
+
+def time_sql(micros: int | str, data_type: str) -> str:
+    """A value of the time column's type, `micros` after the epoch (a constant stays foldable, so it
+    prunes scans). Epoch milliseconds round down: every bound compared with them is a whole millisecond."""
+    if data_type == "bigint":
+        return str(micros // 1000) if isinstance(micros, int) else f"CAST(floor(({micros}) / 1000D) AS BIGINT)"
+    if data_type == "timestamp_ntz":
+        return f"timestampadd(MICROSECOND, {micros}, TIMESTAMP_NTZ'1970-01-01 00:00:00')"
+    return f"timestamp_micros({micros})"
+
+
 def describe(spark: SparkSession, query: str) -> QueryInfo:
     """Analyse `query` in Spark and describe it; raises Spark's AnalysisException if it does not analyse."""
     raw = json.loads(spark.sql(f"SELECT description FROM mv_describe({sql_string(query)})").first()[0])

@@ -33,12 +33,12 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from mv import catalog, errors, snapshots, watermark
+from mv import catalog, errors, session_lateness, snapshots, watermark
 from mv.catalog import View
 from mv.combine import Combination, combine
 from mv.history import commit_rows, in_history, pinned_targets, record_history, write_late_rows
 from mv.plan import Plan, plan
-from mv.query import QueryInfo, describe, quote, sql_string
+from mv.query import QueryInfo, describe, micros_sql, quote, sql_string, time_sql
 from mv.state import RefreshState, committing, read
 
 MAX_RANGES = 64
@@ -106,25 +106,6 @@ def watching(watcher: Callable[[str, str], None]) -> Iterator[None]:
 def _phase(view: str, phase: str) -> None:
     for watcher in list(_watchers):
         watcher(view, phase)
-
-
-def micros_sql(expr: str, data_type: str) -> str:
-    """A TIMESTAMP, TIMESTAMP_NTZ or BIGINT epoch-milliseconds expression as microseconds since the epoch."""
-    if data_type == "bigint":
-        return f"(({expr}) * 1000)"
-    if data_type == "timestamp_ntz":
-        return f"timestampdiff(MICROSECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', {expr})"
-    return f"unix_micros({expr})"
-
-
-def time_sql(micros: int | str, data_type: str) -> str:
-    """A value of the time column's type, `micros` after the epoch (a constant stays foldable, so it
-    prunes scans). Epoch milliseconds round down: every bound compared with them is a whole millisecond."""
-    if data_type == "bigint":
-        return str(micros // 1000) if isinstance(micros, int) else f"CAST(floor(({micros}) / 1000D) AS BIGINT)"
-    if data_type == "timestamp_ntz":
-        return f"timestampadd(MICROSECOND, {micros}, TIMESTAMP_NTZ'1970-01-01 00:00:00')"
-    return f"timestamp_micros({micros})"
 
 
 _INTERVALS: dict[str, int] = {}  # literal -> microseconds: Spark parses each literal once per process
@@ -446,7 +427,7 @@ def _incremental(run: _Run) -> RefreshState:
     elif run.info.windows[0].kind == "SESSION" and len(run.info.windows) > 1:
         _refresh_session_join(run, views)
     elif run.info.windows[0].kind == "SESSION":
-        _refresh_sessions(run, next(iter(views.values())))
+        return _refresh_sessions(run, next(iter(views.values())), state)
     else:
         return _refresh_windows(run, views)
     return state
@@ -702,16 +683,23 @@ def _refresh_groups(run: _Run, changes: str) -> None:
     _merge(run, recomputed, current)
 
 
-def _refresh_sessions(run: _Run, changes: str) -> None:
+def _refresh_sessions(run: _Run, changes: str, state: RefreshState) -> RefreshState:
     """SESSION: recompute the sessions of the regions the changes can reach, from just their rows.
 
     Per key, a region joins each changed row's [t - gap, t + gap] with every session of the view
     it touches. In the view's (previous) sessions consecutive rows of different sessions are more
     than gap apart, so no row outside a region can join a session inside it: recomputing from the
-    region's rows alone gives the exact new sessions.
+    region's rows alone gives the exact new sessions. Under a watermark, late changes are set aside
+    first (mv/session_lateness.py); under EMIT ON WINDOW CLOSE the sessions not yet in the view,
+    every row from `state.open_from` on, form a region of their own.
     """
     spark, w, info = run.spark, run.info.windows[0], run.info
     gap, keys = w.size, [quote(k) for k in w.partition_by]
+    open_from = None
+    if _late_sessions(run):
+        state, changes = _session_watermark(run, changes)
+        if run.view.definition.emit == "WINDOW CLOSE":
+            open_from = run.previous.open_from if run.previous.open_from is not None else -INFINITY
 
     def us(column: str, alias: str = "") -> str:
         return micros_sql(f"{alias}{quote(column)}", run.time_type)
@@ -719,33 +707,72 @@ def _refresh_sessions(run: _Run, changes: str) -> None:
     match = " AND ".join([f"a.{k} <=> b.{k}" for k in keys] or ["true"])
     a_keys = "".join(f"a.{k}, " for k in keys)
     keys_ = "".join(f"{k}, " for k in keys)
+    source = info.source_tables[0]
+    still_open = "" if open_from is None else (  # every key with a row where open sessions may be
+        f" UNION SELECT DISTINCT {keys_}{open_from} AS lo, {INFINITY} AS hi FROM {run.source(source)} "
+        f"WHERE {quote(w.time_column)} >= {time_sql(open_from, run.time_type)}")
     regions = run.temp_view(spark.sql(f"""
-        WITH changed AS (SELECT DISTINCT {keys_}{us(w.time_column)} AS t FROM {changes}
-                         WHERE {quote(w.time_column)} IS NOT NULL),
+        WITH changed AS (SELECT DISTINCT {keys_}{us(w.time_column)} AS lo, {us(w.time_column)} AS hi
+                         FROM {changes} WHERE {quote(w.time_column)} IS NOT NULL{still_open}),
         touched AS (SELECT DISTINCT {a_keys}{us(info.window_start, "a.")} AS lo,
                            {us(info.window_end, "a.")} - {gap} AS hi
                     FROM {run.view.name} a JOIN changed b ON {match}
-                    WHERE {us(info.window_start, "a.")} <= b.t + {gap} AND {us(info.window_end, "a.")} >= b.t),
-        spans AS (SELECT {keys_}t - {gap} AS lo, t + {gap} AS hi FROM changed
+                    WHERE {us(info.window_start, "a.")} <= b.hi + {gap} AND {us(info.window_end, "a.")} >= b.lo),
+        spans AS (SELECT {keys_}lo - {gap} AS lo, hi + {gap} AS hi FROM changed
                   UNION ALL SELECT {keys_}lo, hi FROM touched),
-        {_merged_spans(keys)}""").cache(), "regions")
+        {_merged_spans(keys)}""").localCheckpoint(), "regions")  # not cached: it reads the view (combine.py)
     low, high = spark.sql(f"SELECT min(lo), max(hi) FROM {regions}").first()
     if low is None:
-        return
-    source = info.source_tables[0]
+        return state
+    within = " AND ".join([f"a.{quote(w.time_column)} >= {time_sql(low, run.time_type)}"] * (low > -INFINITY)
+                          + [f"a.{quote(w.time_column)} <= {time_sql(high, run.time_type)}"] * (high < INFINITY))
+    # Late changes are undone in the whole source, so the regions select from what that leaves
+    # (their time range still reaches the Delta scan).
+    effective = session_lateness.without_late(run, run.source(source)) if _late_sessions(run) else run.source(source)
     # LEFT SEMI JOIN, not EXISTS: Spark decorrelates this EXISTS into a nested-loop join of every
     # distinct time with every region (the range alone), then matches keys; the join hashes the keys.
     rows = run.temp_view(spark.sql(
-        f"SELECT a.* FROM {run.source(source)} a LEFT SEMI JOIN {regions} b "
-        f"ON {match} AND {us(w.time_column, 'a.')} BETWEEN b.lo AND b.hi "
-        f"WHERE a.{quote(w.time_column)} BETWEEN {time_sql(low, run.time_type)} AND {time_sql(high, run.time_type)}"),
-        "session_rows")
+        f"SELECT a.* FROM {effective} a LEFT SEMI JOIN {regions} b "
+        f"ON {match} AND {us(w.time_column, 'a.')} BETWEEN b.lo AND b.hi WHERE {within or 'true'}"), "session_rows")
     recomputed = spark.sql(run.query_over({source: rows}))
+    if open_from is not None:
+        recomputed = recomputed.cache()
+        run.cached.append(recomputed)
+        state = replace(state, open_from=session_lateness.open_from(
+            run, run.temp_view(recomputed, "recomputed"), state.watermark))
+        recomputed = recomputed.where(_closed_sql(run, state.watermark))
     if info.group_by is None:
-        return _replace_sessions(run, recomputed, regions, (low, high))
+        _replace_sessions(run, recomputed, regions, (low, high))
+        return state
     current = spark.sql(f"SELECT a.* FROM {run.view.name} a LEFT SEMI JOIN {regions} b ON {match} "
                         f"AND {us(info.window_start, 'a.')} >= b.lo AND {us(info.window_end, 'a.')} - {gap} <= b.hi")
     _merge(run, recomputed, current)
+    return state
+
+
+INFINITY = 2 ** 62  # µs: later than any time, and still room to add a gap
+
+
+def _session_watermark(run: _Run, changes: str) -> tuple[RefreshState, str]:
+    """The state after the changes (event time, watermark) and the changes that are not late;
+    the late ones written to the late table and counted."""
+    d, previous = run.view.definition, run.previous
+    grace = interval_micros(run.spark, d.grace)
+    on_time, late, latest = session_lateness.split(run, changes, previous.watermark, grace)
+    if late:
+        write_late_rows(run.spark, run.view, run.spark.sql(session_lateness.late_view(run)),
+                        run.outcome.refresh_id, run.targets)
+        run.outcome.late_rows += late
+    checkpoint("late_rows_written")
+    max_event = max(filter(None, [previous.max_event_time, latest]), default=None)
+    new_wm = watermark.advance(previous.watermark, max_event, interval_micros(run.spark, d.watermark_delay))
+    return RefreshState(run.outcome.refresh_id, dict(run.targets), max_event, new_wm), on_time
+
+
+def _closed_sql(run: _Run, wm: int | None) -> str:
+    """SQL: the row's window is closed under watermark `wm`."""
+    end = quote(run.info.window_end)
+    return f"{end} <= {time_sql(wm + 1, run.time_type)}" if wm is not None else "false"
 
 
 def _merged_spans(keys: list[str]) -> str:
@@ -955,7 +982,10 @@ def _full(run: _Run) -> RefreshState:
                 where.append(keep_final)
         if d.emit == "WINDOW CLOSE":
             where.append(f"{end} <= {time_sql(new_wm + 1 if new_wm is not None else -(2 ** 62), t)}")
-    recomputed = spark.sql(f"SELECT * FROM ({run.query})" + (f" WHERE {' AND '.join(where)}" if where else ""))
+    query, open_from = run.query, None
+    if _late_sessions(run):
+        query, open_from = _full_sessions(run, new_wm)
+    recomputed = spark.sql(f"SELECT * FROM ({query})" + (f" WHERE {' AND '.join(where)}" if where else ""))
     if info.window_start:  # written in time order, so later merges skip the view's other files
         recomputed = recomputed.repartitionByRange(quote(info.window_start))
     if info.group_by is not None:
@@ -965,4 +995,31 @@ def _full(run: _Run) -> RefreshState:
     else:
         run.pending_merge = None
         run.pending_rows, run.overwrite = recomputed, True
-    return RefreshState(run.outcome.refresh_id, dict(run.targets), max_event, new_wm)
+    return RefreshState(run.outcome.refresh_id, dict(run.targets), max_event, new_wm, open_from=open_from)
+
+
+def _late_sessions(run: _Run) -> bool:
+    """Whether the view keeps sessions under a watermark, late rows set aside (the kind plan.py
+    lets refresh incrementally: one grouped SESSION)."""
+    windows, d = run.info.windows, run.view.definition
+    return (bool(d.watermark_column) and len(windows) == 1 and windows[0].kind == "SESSION"
+            and run.info.group_by is not None)
+
+
+def _full_sessions(run: _Run, new_wm: int | None) -> tuple[str, int | None]:
+    """SESSION under a watermark, recomputed in full: the query over the source with the late
+    changes undone and without the rows final sessions hold back (those stay as the view has them),
+    and under EMIT ON WINDOW CLOSE where the earliest session still open starts."""
+    source, previous = run.info.source_tables[0], run.previous
+    rows = session_lateness.without_late(run, run.source(source))
+    if previous is not None and previous.watermark is not None:
+        rows = session_lateness.after_final(run, rows, previous.watermark,
+                                            interval_micros(run.spark, run.view.definition.grace))
+    query = run.query_over({source: rows})
+    if run.view.definition.emit != "WINDOW CLOSE":
+        return query, None
+    sessions = run.spark.sql(query).cache()  # computed once: for where open ones start, and for the MERGE
+    run.cached.append(sessions)
+    name = run.temp_view(sessions, "all_sessions")
+    return f"SELECT * FROM {name}", session_lateness.open_from(run, name, new_wm)
+

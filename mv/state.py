@@ -29,6 +29,9 @@ class RefreshState:
     watermark: int | None = None
     metrics: dict = field(default_factory=dict)
     source_ids: dict[str, str] = field(default_factory=dict)  # Delta table ids: a recreated source differs
+    # SESSION under EMIT ON WINDOW CLOSE: no session still open (not in the view) starts before this;
+    # None: unknown (the next refresh reads every row)
+    open_from: int | None = None
 
     def to_json(self) -> str:
         return json.dumps({STATE_KEY: asdict(self)}, sort_keys=True)

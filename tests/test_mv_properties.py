@@ -9,7 +9,9 @@ runs, then after every refresh:
   kept incrementally, and, with its key not in the view, refreshed in full);
 - a view with a WATERMARK (EMIT ON WINDOW CLOSE, with or without GRACE, and EMIT ON UPDATE) holds
   what an independent oracle derives from DESIGN.md rules 10-13: the changes that were not late,
-  over the windows it shows; the late ones are in <view>__late, counted by the refresh.
+  over the windows it shows; the late ones are in <view>__late, counted by the refresh. SESSION
+  views have an oracle of their own (``SessionOracle``, the rule of mv/session_lateness.py), and
+  a REFRESH ... FULL right after a refresh must leave every watermarked view as it was.
 
 The oracle (``Oracle`` below) replays the source's change feed: every insert and update post-image
 is +1, every delete and update pre-image -1. At a refresh, watermark_before is what the previous
@@ -68,6 +70,11 @@ class Spec:
     delay: int = 0
     grace: int = 0
     on_close: bool = False
+    gap: int = 0  # a SESSION view's gap: its oracle is SessionOracle
+
+    @property
+    def watermarked(self) -> bool:
+        return self.windows is not None or self.gap > 0
 
 
 AGGREGATES = "k, count(*) AS n, sum(price) AS total"
@@ -108,6 +115,14 @@ WATERMARKED = {
                    f"SELECT window_start, window_end, {AGGREGATES} "
                    f"FROM TUMBLE(TABLE({{src}}), DESCRIPTOR(ts), INTERVAL '10' MINUTES) {BY_WINDOW}",
                    windows=lambda t: ref.tumble(t, 10 * MINUTE), delay=5 * MINUTE, grace=5 * MINUTE),
+    "session_close": Spec("WATERMARK FOR ts AS ts - INTERVAL '5' MINUTES EMIT ON WINDOW CLOSE",
+                          f"SELECT window_start, window_end, {AGGREGATES} FROM SESSION(TABLE({{src}}) "
+                          f"PARTITION BY k, DESCRIPTOR(ts), INTERVAL '5' MINUTES) {BY_WINDOW}",
+                          delay=5 * MINUTE, on_close=True, gap=5 * MINUTE),
+    "session_update": Spec("WATERMARK FOR ts AS ts - INTERVAL '2' MINUTES GRACE INTERVAL '4' MINUTES",
+                           f"SELECT window_start, window_end, {AGGREGATES} FROM SESSION(TABLE({{src}}) "
+                           f"PARTITION BY k, DESCRIPTOR(ts), INTERVAL '3' MINUTES) {BY_WINDOW}",
+                           delay=2 * MINUTE, grace=4 * MINUTE, gap=3 * MINUTE),
 }
 
 
@@ -144,8 +159,27 @@ def as_micros(column: str) -> str:
 
 # --- the oracle for watermarked views -------------------------------------------------------------
 
+class Clock:
+    """The oracles' event time and watermark: max(event time of every +1 change so far) - delay,
+    never lower than before."""
+    spec: Spec
+    seen: int
+    max_event: int | None
+    watermark: int | None
+
+    def saw(self, sign: int, t: int) -> None:
+        if sign > 0:
+            self.max_event = t if self.max_event is None else max(self.max_event, t)
+
+    def caught_up(self, log: list, before: int | None) -> None:
+        self.seen = len(log)
+        if self.max_event is not None:
+            candidate = self.max_event - self.spec.delay
+            self.watermark = candidate if before is None else max(before, candidate)
+
+
 @dataclass
-class Oracle:
+class Oracle(Clock):
     """What a watermarked view must hold, from the changes it has seen (DESIGN.md rules 10-13)."""
     spec: Spec
     seen: int = 0  # how many entries of the change log earlier refreshes processed
@@ -165,12 +199,8 @@ class Oracle:
                     late[(bid.id, sign, start)] += 1
                 else:
                     self.contents[(start, end, bid.k, bid.price)] += sign
-            if sign > 0:
-                self.max_event = bid.t if self.max_event is None else max(self.max_event, bid.t)
-        self.seen = len(log)
-        if self.max_event is not None:
-            candidate = self.max_event - self.spec.delay
-            self.watermark = candidate if before is None else max(before, candidate)
+            self.saw(sign, bid.t)
+        self.caught_up(log, before)
         return late
 
     def rows(self) -> Counter:
@@ -184,6 +214,53 @@ class Oracle:
         closed = lambda end: self.watermark is not None and self.watermark >= end - 1  # noqa: E731
         return Counter((start, end, k, n, total) for (start, end, k), (n, total) in groups.items()
                        if n > 0 and (not self.spec.on_close or closed(end)))
+
+
+@dataclass
+class SessionOracle(Clock):
+    """What a watermarked SESSION view must hold (mv/session_lateness.py): a change is late when
+    the session of its row alone would be final (t + gap + grace <= watermark_before), or when it
+    is no later than the end of a final session of its key; the sessions are those of the changes
+    that were not late, computed afresh after every refresh."""
+    spec: Spec
+    seen: int = 0
+    max_event: int | None = None
+    watermark: int | None = None
+    contents: Counter = field(default_factory=Counter)  # (k, t, price) -> how many non-late rows
+
+    def sessions(self) -> list[tuple]:
+        """(window_start, window_end, k, n, total) of every session of the rows not late."""
+        rows = [row for row, count in self.contents.items() for _ in range(count)]
+        assert all(count >= 0 for count in self.contents.values()), "the oracle retracted a row it never added"
+        groups: dict[tuple, list[int]] = {}
+        for (k, _, price), start, end, _ in ref.sessions(rows, self.spec.gap, time=lambda r: r[1],
+                                                            key=lambda r: r[0]):
+            n_total = groups.setdefault((start, end, k), [0, 0])
+            n_total[0] += 1
+            n_total[1] += price
+        return [(start, end, k, n, total) for (start, end, k), (n, total) in groups.items()]
+
+    def refresh(self, log: list[Change]) -> Counter:
+        """Process the changes since the last refresh; return the late (id, sign, t) ones."""
+        before, late, gap, grace = self.watermark, Counter(), self.spec.gap, self.spec.grace
+        cuts: dict = {}  # key -> latest end of its final sessions
+        for _, end, k, _, _ in self.sessions():
+            if before is not None and end + grace <= before:
+                cuts[k] = max(cuts.get(k, end), end)
+        for sign, bid in log[self.seen:]:
+            if bid.t is None:
+                continue  # rule 8: no session, no event time
+            if before is not None and (bid.t + gap + grace <= before or bid.t <= cuts.get(bid.k, bid.t - 1)):
+                late[(bid.id, sign, bid.t)] += 1
+            else:
+                self.contents[(bid.k, bid.t, bid.price)] += sign
+            self.saw(sign, bid.t)
+        self.caught_up(log, before)
+        return late
+
+    def rows(self) -> Counter:
+        closed = lambda end: self.watermark is not None and self.watermark >= end - 1  # noqa: E731
+        return Counter(row for row in self.sessions() if not self.spec.on_close or closed(row[1]))
 
 
 # --- one example: a source, a view or two, and a drawn list of operations ---------------------------
@@ -241,8 +318,8 @@ class Example:
             name, spec = f"prop_{kind}_{self.n}", self.catalogue[kind]
             mv.sql(self.spark, f"CREATE MATERIALIZED VIEW {name} {spec.clauses} AS {self.query(spec)}")
             self.views[name] = spec
-            if spec.windows is not None:
-                self.oracles[name] = Oracle(spec)
+            if spec.watermarked:
+                self.oracles[name] = SessionOracle(spec) if spec.gap else Oracle(spec)
             self.check(name)  # CREATE's first refresh, in full
 
     def drop(self) -> None:
@@ -311,9 +388,17 @@ class Example:
         assert (outcome.technique, outcome.reason) == ("full", "REQUESTED_FULL"), outcome
         self.check(name)
 
+    def refresh_and_full(self) -> None:
+        """A refresh, then REFRESH ... FULL with no change between: the view stays as it is."""
+        name = self.draw(st.sampled_from(sorted(self.views)), "view")
+        self.refresh(name)
+        outcome = mv.sql(self.spark, f"REFRESH MATERIALIZED VIEW {name} FULL").first()
+        assert (outcome.technique, outcome.late_rows) == ("full", 0), outcome
+        self.check(name)
+
     def check(self, name: str, outcome=None) -> None:
         spec = self.views[name]
-        if spec.windows is None:
+        if not spec.watermarked:
             got = sorted(map(tuple, self.spark.table(name).collect()), key=repr)
             want = sorted(map(tuple, self.spark.sql(self.query(spec)).collect()), key=repr)
             assert got == want, f"{name} differs from its query run in full:\n got  {got}\n want {want}"
@@ -333,7 +418,7 @@ class Example:
         got_late = Counter()
         if self.spark.catalog.tableExists(late_table):
             got_late = Counter(map(tuple, self.spark.sql(
-                f"SELECT id, _change_sign, {as_micros('window_start')} FROM {late_table} "
+                f"SELECT id, _change_sign, {as_micros('ts' if spec.gap else 'window_start')} FROM {late_table} "
                 f"WHERE refresh_id = {outcome.refresh_id}").collect()))
         assert got_late == late, f"{late_table} of refresh {outcome.refresh_id}: got {got_late}, want {late}"
         recorded = self.spark.sql(f"SELECT watermark_micros FROM mv_refresh_history WHERE view = '{name}' "
@@ -372,7 +457,7 @@ def test_views_without_watermark_equal_their_query_run_in_full(utc_spark, data):
 @BUDGET
 @given(data=st.data())
 def test_watermarked_views_equal_the_oracle(utc_spark, data):
-    run_example(utc_spark, data, WATERMARKED, OPERATIONS)
+    run_example(utc_spark, data, WATERMARKED, OPERATIONS + ["refresh_and_full"])
 
 
 def test_the_oracle_on_a_hand_worked_example():
@@ -388,3 +473,22 @@ def test_the_oracle_on_a_hand_worked_example():
     assert oracle.refresh(log) == Counter() and oracle.watermark == BASE + 20 * MINUTE
     assert oracle.rows() == Counter({(BASE, BASE + 10 * MINUTE, "a", 1, 2): 1,
                                      (BASE + 10 * MINUTE, BASE + 20 * MINUTE, "b", 1, 1): 1})
+
+
+def test_the_session_oracle_on_a_hand_worked_example():
+    """Sessions of 5 minutes, delay 5, no grace, on close: the oracle's verdicts, checked by hand."""
+    oracle = SessionOracle(WATERMARKED["session_close"])
+    log = [(1, Bid(1, "a", 2, BASE)), (1, Bid(2, "a", 3, BASE + 20 * MINUTE))]
+    assert oracle.refresh(log) == Counter() and oracle.watermark == BASE + 15 * MINUTE
+    assert oracle.rows() == Counter({(BASE, BASE + 5 * MINUTE, "a", 1, 2): 1})  # a's first session is final
+    log += [(1, Bid(3, "a", 1, BASE + 4 * MINUTE)),    # would join the final session: late
+            (1, Bid(4, "b", 1, BASE + 9 * MINUTE)),    # 9 + 5 <= 15: its own session is final: late
+            (1, Bid(5, "b", 1, BASE + 11 * MINUTE)),   # 11 + 5 > 15: on time, open until 16 - 1 µs
+            (1, Bid(6, "a", 4, BASE + 16 * MINUTE))]   # joins a's open session [20, 25)
+    assert oracle.refresh(log) == Counter({(3, 1, BASE + 4 * MINUTE): 1, (4, 1, BASE + 9 * MINUTE): 1})
+    assert oracle.watermark == BASE + 15 * MINUTE
+    assert oracle.rows() == Counter({(BASE, BASE + 5 * MINUTE, "a", 1, 2): 1})
+    log += [(1, Bid(7, "c", 1, BASE + 40 * MINUTE))]
+    assert oracle.refresh(log) == Counter() and oracle.rows() == Counter(
+        {(BASE, BASE + 5 * MINUTE, "a", 1, 2): 1, (BASE + 11 * MINUTE, BASE + 16 * MINUTE, "b", 1, 1): 1,
+         (BASE + 16 * MINUTE, BASE + 25 * MINUTE, "a", 2, 7): 1})

@@ -413,6 +413,46 @@ def test_refresh_full_of_an_on_close_view_leaves_final_windows_final(spark, give
     assert rows(spark, view) == incremental == [("00:00", "00:10", "a", 1, 4)]  # bid 3 is in __late only
 
 
+def test_sessions_under_emit_on_window_close_appear_once_closed_and_late_rows_wait_in_the_late_table(spark, given):
+    bids = given.bids(bid(1, "a", "00:00", 1), bid(2, "a", "00:03", 1), bid(3, "b", "00:01", 1))
+    view = given.view(SESSIONS.format(bids=bids), ON_CLOSE)
+    assert rows(spark, view) == []  # watermark 23:58 the day before: every session open
+
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(4, 'a', '00:20', 1))}")
+    outcome = refresh(spark, view)  # watermark 00:15: a [00:00, 00:08) and b [00:01, 00:06) close
+    assert outcome.technique == "incremental"
+    assert rows(spark, view) == [("00:00", "00:08", "a", 2), ("00:01", "00:06", "b", 1)]
+
+    # 00:02 would join a's final session: late. 00:12 + 5 minutes is after the watermark: on time.
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(5, 'a', '00:02', 1), bid(6, 'c', '00:12', 1))}")
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(7, 'a', '00:30', 1))}")
+    outcome = refresh(spark, view)  # watermark 00:25: c [00:12, 00:17) and a [00:20, 00:25) close
+
+    assert outcome.late_rows == 1
+    assert rows(spark, view) == [("00:00", "00:08", "a", 2), ("00:01", "00:06", "b", 1),
+                                 ("00:12", "00:17", "c", 1), ("00:20", "00:25", "a", 1)]
+    assert [tuple(r) for r in spark.sql(f"SELECT id, _change_sign FROM {view}__late").collect()] == [(5, 1)]
+    refresh(spark, view, full=True)
+    assert rows(spark, view)[0] == ("00:00", "00:08", "a", 2)  # bid 5 stays out: final sessions stay final
+
+
+def test_a_row_within_grace_merges_two_sessions_and_the_change_feed_shows_it(spark, given):
+    bids = given.bids(bid(1, "a", "00:00", 1), bid(2, "a", "00:09", 1), bid(3, "b", "00:16", 1))
+    view = given.view(SESSIONS.format(bids=bids),
+                      "WATERMARK FOR ts AS ts - INTERVAL '0' MINUTES GRACE INTERVAL '20' MINUTES")
+    assert rows(spark, view) == [("00:00", "00:05", "a", 1), ("00:09", "00:14", "a", 1), ("00:16", "00:21", "b", 1)]
+    before = version(spark, view)
+
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(4, 'a', '00:04', 1))}")  # within 5 minutes of both
+    outcome = refresh(spark, view)
+
+    assert (outcome.technique, outcome.late_rows) == ("incremental", 0)
+    assert rows(spark, view) == [("00:00", "00:14", "a", 3), ("00:16", "00:21", "b", 1)]
+    assert sorted(view_changes(spark, view, since=before)) == [
+        ("delete", "00:00", "00:05", "a", 1), ("delete", "00:09", "00:14", "a", 1),
+        ("insert", "00:00", "00:14", "a", 3)]
+
+
 # --- views of views, policies -----------------------------------------------------------------------------
 
 def last_refresh(spark, view: str) -> tuple:

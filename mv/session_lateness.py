@@ -1,0 +1,123 @@
+"""SESSION windows under a watermark: which changes are late, and the rows a recomputation reads.
+
+A session's window is only known once its rows are: a row may join a session, merge two, or
+start one. So a change (at time t, key k) is late, and goes to <view>__late, when
+
+    t + gap + grace <= watermark       the session of that row alone would already be final, or
+    t <= cut(k)                        it falls within gap of a final session of k, or before one
+
+where cut(k) is the latest end of k's final sessions (end + grace <= watermark). A change that is
+not late can then never reach a final session, so final sessions never change (DESIGN.md rule 12).
+
+Late rows stay in the source, and may lie inside a session that is not final yet (a long one, a
+row more than gap + grace behind the watermark). Every recomputation therefore reads the source
+with the late changes undone (`without_late`): their inserts taken out, their deletes put back.
+
+Example:
+    >>> on_time, late_rows, max_event = split(run, "changes", watermark=600_000_000, grace=0)
+    >>> effective = without_late(run, run.source(source))   # then the regions' rows of it
+"""
+from __future__ import annotations
+
+from mv.query import micros_sql, quote, time_sql
+
+
+def _keys(run) -> list[str]:
+    return [quote(k) for k in run.info.windows[0].partition_by]
+
+
+def _cuts(run, watermark: int, grace: int, since: int | None) -> str:
+    """SQL: per key, the latest end (µs) of its final sessions in the view, those ending after `since`."""
+    t, end = run.time_type, quote(run.info.window_end)
+    keys = _keys(run)
+    where = f"{end} <= {time_sql(watermark - grace, t)}"
+    if since is not None:  # only sessions ending after it can hold a change back: Delta skips the rest
+        where += f" AND {end} > {time_sql(since, t)}"
+    group = f" GROUP BY {', '.join(keys)}" if keys else ""
+    return f"SELECT {''.join(k + ', ' for k in keys)}max({micros_sql(end, t)}) AS __cut FROM {run.view.name} " \
+           f"WHERE {where}{group}"
+
+
+def _match(run, left: str, right: str) -> str:
+    return " AND ".join([f"{left}.{k} <=> {right}.{k}" for k in _keys(run)] or ["true"])
+
+
+def split(run, changes: str, watermark: int | None, grace: int) -> tuple[str, int, int | None]:
+    """The changes that are not late (a temporary view), how many are late (written to the late
+    table by the caller from `late_view(run)`), and the latest event time the changes add."""
+    w, t = run.info.windows[0], run.time_type
+    time = micros_sql(f"c.{quote(w.time_column)}", t)
+    gap = w.size
+    if watermark is None:
+        classified = run.spark.sql(f"SELECT c.*, false AS __late FROM {changes} c")
+    else:
+        # A change at t can only be held back by a final session ending at or after t, and t itself
+        # is later than watermark - grace - gap, or late anyway.
+        classified = run.spark.sql(
+            f"SELECT c.*, coalesce({time} + {gap + grace} <= {watermark} OR {time} <= f.__cut, false) AS __late "
+            f"FROM {changes} c LEFT JOIN ({_cuts(run, watermark, grace, watermark - grace - gap - 1)}) f "
+            f"ON {_match(run, 'c', 'f')}")
+    classified = classified.localCheckpoint()  # not cached: it reads the view (mv/combine.py says why)
+    name = run.temp_view(classified, "classified")
+    late, latest = run.spark.sql(
+        f"SELECT count_if(__late), max(IF(__sign = 1, {time}, NULL)) FROM {name} c").first()
+    return run.temp_view(run.spark.sql(f"SELECT * EXCEPT (__late) FROM {name} WHERE NOT __late"), "on_time"), \
+        late, latest
+
+
+def late_view(run) -> str:
+    """The late changes `split` found, as the late table takes them."""
+    return f"SELECT * EXCEPT (__late) FROM {run.temp}_classified WHERE __late"
+
+
+def without_late(run, rows: str) -> str:
+    """A temporary view of the source rows `rows` with the view's late changes undone: each late
+    insert's row taken out once, each late delete's row put back once (rows compared on every column).
+    `rows` is a whole source: a late delete puts its row back wherever it is, so select from the result.
+
+    Example: rows {x, x, y}, a late insert of x and a late delete of z give {x, y, z}.
+    """
+    spark = run.spark
+    if not spark.catalog.tableExists(run.view.late_table):
+        return rows
+    schema = spark.table(rows).schema
+    recorded = {c.lower() for c in spark.table(run.view.late_table).columns}
+    columns = [quote(f.name) for f in schema]
+    picked = ", ".join(quote(f.name) if f.name.lower() in recorded
+                       else f"CAST(NULL AS {f.dataType.simpleString()}) AS {quote(f.name)}" for f in schema)
+    same = " AND ".join(f"r.{c} <=> l.{c}" for c in columns)
+    cols = ", ".join(columns)
+    late = run.temp_view(spark.sql(
+        f"SELECT {cols}, sum(-_change_sign) AS __n FROM (SELECT {picked}, _change_sign FROM {run.view.late_table}) "
+        f"GROUP BY {cols} HAVING sum(_change_sign) <> 0"), "late_net")
+    return run.temp_view(spark.sql(f"""
+        SELECT /*+ BROADCAST(l) */ r.* FROM {rows} r LEFT ANTI JOIN {late} l ON {same}
+        UNION ALL
+        SELECT {cols} FROM (
+            SELECT {cols}, sum(__n) AS __n FROM (
+                SELECT /*+ BROADCAST(l) */ r.*, 1 AS __n FROM {rows} r LEFT SEMI JOIN {late} l ON {same}
+                UNION ALL SELECT * FROM {late})
+            GROUP BY {cols} HAVING sum(__n) > 0) g
+        LATERAL VIEW explode(sequence(1, __n)) copies AS __copy"""), "without_late")
+
+
+def after_final(run, rows: str, watermark: int, grace: int) -> str:
+    """A temporary view of the source rows `rows` that no final session of their key holds back:
+    what a full recomputation reads, so the sessions it makes never reach a final one."""
+    w, t = run.info.windows[0], run.time_type
+    time = micros_sql(f"r.{quote(w.time_column)}", t)
+    return run.temp_view(run.spark.sql(
+        f"SELECT r.* FROM {rows} r LEFT JOIN ({_cuts(run, watermark, grace, None)}) f ON {_match(run, 'r', 'f')} "
+        f"WHERE f.__cut IS NULL OR {time} IS NULL OR {time} > f.__cut"), "after_final")
+
+
+def open_from(run, recomputed: str, watermark: int | None) -> int | None:
+    """Under EMIT ON WINDOW CLOSE: where the earliest session of `recomputed` that is not closed
+    starts (µs); with none, just after the watermark (a later session starts there or later)."""
+    t = run.time_type
+    start, end = micros_sql(quote(run.info.window_start), t), micros_sql(quote(run.info.window_end), t)
+    closed = f"{end} - 1 <= {watermark}" if watermark is not None else "false"
+    first = run.spark.sql(f"SELECT min({start}) FROM {recomputed} WHERE NOT ({closed})").first()[0]
+    if first is not None:
+        return first
+    return watermark + 1 if watermark is not None else None
