@@ -45,7 +45,7 @@ class Combination:
 
 def combine(spark: SparkSession, c: Combination, cached: list[DataFrame]) -> DataFrame:
     """Per touched group: the view's columns combined, plus `__needs` (recompute it) and `__empty`
-    (delete it). The frames it caches, this one included, go to `cached`: the caller unpersists them."""
+    (delete it), computed at once. The frames it caches go to `cached`: the caller unpersists them."""
     where = f" WHERE {c.partials_filter}" if c.partials_filter else ""
     for part, sign in (("ins", "= 1"), ("ret", "= -1")):
         spark.sql(f"SELECT * FROM {c.changes} WHERE __sign {sign}").createOrReplaceTempView(f"{c.changes}_{part}")
@@ -74,9 +74,10 @@ def combine(spark: SparkSession, c: Combination, cached: list[DataFrame]) -> Dat
               LEFT SEMI JOIN k ON {on('v')}{view_where})
         SELECT {', '.join(columns)}, ({' OR '.join(needs)}) AS __needs, ({empty}) AS __empty
         FROM k LEFT JOIN o ON {on('o')} LEFT JOIN {c.changes}_pins i ON {on('i')}
-             LEFT JOIN {c.changes}_pret r ON {on('r')}""").cache()
-    cached.append(rows)
-    return rows
+             LEFT JOIN {c.changes}_pret r ON {on('r')}""")
+    # Checkpointed, not cached: it reads the view, and Delta's MERGE into the view re-plans every
+    # cached query over its target when it commits (seconds of Delta file listing, then unused).
+    return rows.localCheckpoint()
 
 
 def _combined_columns(c: Combination) -> tuple[list[str], list[str]]:
