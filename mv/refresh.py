@@ -42,6 +42,7 @@ from mv.query import QueryInfo, describe, micros_sql, quote, sql_string, time_sq
 from mv.state import RefreshState, committing, read
 
 MAX_RANGES = 64
+INFINITY = 2 ** 62  # µs: later than any time, and still room to add a gap
 # Groups recomputed after combining lie in at most this many time ranges: each source row is tested
 # against every range, and at 10M rows 64 ranges cost 27 s where the whole recomputation took 2.6 s.
 NEEDED_RANGES = 4
@@ -442,10 +443,7 @@ def _refresh_windows(run: _Run, changes: dict[str, str]) -> RefreshState:
         for i, w in enumerate(run.info.windows) if w.sources[0] in changes]
     old_wm, grace = run.previous.watermark, interval_micros(spark, d.grace)
     windows, counts = _touched_windows(spark, windowed)
-    new_max = max((latest for latest in windows.values() if latest is not None), default=None)
-    max_event = max(filter(None, [run.previous.max_event_time, new_max]), default=None)
-    new_wm = (watermark.advance(old_wm, max_event, interval_micros(spark, d.watermark_delay))
-              if d.watermark_column else None)
+    max_event, new_wm = _advanced(run, list(windows.values()))
     for i, name in enumerate(windowed):
         count = sum(n for (part, _, e), n in counts.items() if part == i and watermark.is_final(e, old_wm, grace))
         if count:
@@ -469,6 +467,17 @@ def _refresh_windows(run: _Run, changes: dict[str, str]) -> RefreshState:
         else:
             _merge_windows(run, affected, newly_closed, run.info.window_start, run.info.window_end, t)
     return RefreshState(run.outcome.refresh_id, dict(run.targets), max_event, new_wm)
+
+
+def _advanced(run: _Run, latest: list[int | None]) -> tuple[int | None, int | None]:
+    """The max event time after the previous refresh's and the new event times `latest` (None for
+    none), and the watermark it brings (None without a WATERMARK): neither ever goes back."""
+    previous, d = run.previous, run.view.definition
+    max_event = max(filter(None, latest + [previous.max_event_time if previous else None]), default=None)
+    if not d.watermark_column:
+        return max_event, None
+    return max_event, watermark.advance(previous.watermark if previous else None, max_event,
+                                        interval_micros(run.spark, d.watermark_delay))
 
 
 def _touched_windows(spark: SparkSession, windowed: list[str]) -> tuple[dict, dict]:
@@ -601,7 +610,7 @@ def _delete_matched_insert_rest(run: _Run, source: str, on: str) -> None:
 
 
 def _closed_bound(run: _Run) -> int:
-    return run.previous.watermark if run.previous.watermark is not None else -(2 ** 62)
+    return run.previous.watermark if run.previous.watermark is not None else -INFINITY
 
 
 def _combinable(run: _Run) -> bool:
@@ -740,7 +749,7 @@ def _refresh_sessions(run: _Run, changes: str, state: RefreshState) -> RefreshSt
         run.cached.append(recomputed)
         state = replace(state, open_from=session_lateness.open_from(
             run, run.temp_view(recomputed, "recomputed"), state.watermark))
-        recomputed = recomputed.where(_closed_sql(run, state.watermark))
+        recomputed = recomputed.where(watermark.closed_sql(quote(info.window_end), state.watermark, run.time_type))
     if info.group_by is None:
         _replace_sessions(run, recomputed, regions, (low, high))
         return state
@@ -750,29 +759,17 @@ def _refresh_sessions(run: _Run, changes: str, state: RefreshState) -> RefreshSt
     return state
 
 
-INFINITY = 2 ** 62  # µs: later than any time, and still room to add a gap
-
-
 def _session_watermark(run: _Run, changes: str) -> tuple[RefreshState, str]:
     """The state after the changes (event time, watermark) and the changes that are not late;
     the late ones written to the late table and counted."""
     d, previous = run.view.definition, run.previous
     grace = interval_micros(run.spark, d.grace)
-    on_time, late, latest = session_lateness.split(run, changes, previous.watermark, grace)
+    on_time, late_view, late, latest = session_lateness.split(run, changes, previous.watermark, grace)
     if late:
-        write_late_rows(run.spark, run.view, run.spark.sql(session_lateness.late_view(run)),
-                        run.outcome.refresh_id, run.targets)
+        write_late_rows(run.spark, run.view, run.spark.table(late_view), run.outcome.refresh_id, run.targets)
         run.outcome.late_rows += late
     checkpoint("late_rows_written")
-    max_event = max(filter(None, [previous.max_event_time, latest]), default=None)
-    new_wm = watermark.advance(previous.watermark, max_event, interval_micros(run.spark, d.watermark_delay))
-    return RefreshState(run.outcome.refresh_id, dict(run.targets), max_event, new_wm), on_time
-
-
-def _closed_sql(run: _Run, wm: int | None) -> str:
-    """SQL: the row's window is closed under watermark `wm`."""
-    end = quote(run.info.window_end)
-    return f"{end} <= {time_sql(wm + 1, run.time_type)}" if wm is not None else "false"
+    return RefreshState(run.outcome.refresh_id, dict(run.targets), *_advanced(run, [latest])), on_time
 
 
 def _merged_spans(keys: list[str]) -> str:
@@ -852,8 +849,8 @@ def _joined_session_regions(run: _Run, changes: dict[str, str]) -> tuple[str, tu
         return None
     for width in SESSION_SEARCH:
         spans = run.temp_view(spark.sql(
-            f"WITH spans AS (SELECT {keys_}t - {width * w0.size if width else 2 ** 62} AS lo, "
-            f"t + {width * w0.size if width else 2 ** 62} AS hi FROM {changed}), {_merged_spans(keys)}"), "spans")
+            f"WITH spans AS (SELECT {keys_}t - {width * w0.size if width else INFINITY} AS lo, "
+            f"t + {width * w0.size if width else INFINITY} AS hi FROM {changed}), {_merged_spans(keys)}"), "spans")
         span = (low - width * w0.size, high + width * w0.size) if width else None
         sessions = _sessions_of_u(run, sides, changed, spans, span)
         frame = spark.sql(f"SELECT * FROM {sessions} WHERE changes > 0").cache()
@@ -973,15 +970,14 @@ def _full(run: _Run) -> RefreshState:
                  .first()[0]
                  for w in info.windows if len(w.sources) == 1
                  and w.time_column.lower() in {c.lower() for c in spark.table(w.sources[0]).columns}]
-        max_event = max(filter(None, times + [previous.max_event_time if previous else None]), default=None)
+        max_event, new_wm = _advanced(run, times)
         if d.watermark_column:
             old_wm = previous.watermark if previous else None
-            new_wm = watermark.advance(old_wm, max_event, interval_micros(spark, d.watermark_delay))
             if old_wm is not None:  # final: old_wm >= window_end + grace
                 keep_final = f"{end} > {time_sql(old_wm - interval_micros(spark, d.grace), t)}"
                 where.append(keep_final)
         if d.emit == "WINDOW CLOSE":
-            where.append(f"{end} <= {time_sql(new_wm + 1 if new_wm is not None else -(2 ** 62), t)}")
+            where.append(f"{end} <= {time_sql(new_wm + 1 if new_wm is not None else -INFINITY, t)}")
     query, open_from = run.query, None
     if _late_sessions(run):
         query, open_from = _full_sessions(run, new_wm)

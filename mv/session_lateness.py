@@ -14,12 +14,13 @@ row more than gap + grace behind the watermark). Every recomputation therefore r
 with the late changes undone (`without_late`): their inserts taken out, their deletes put back.
 
 Example:
-    >>> on_time, late_rows, max_event = split(run, "changes", watermark=600_000_000, grace=0)
+    >>> on_time, late, late_count, max_event = split(run, "changes", watermark=600_000_000, grace=0)
     >>> effective = without_late(run, run.source(source))   # then the regions' rows of it
 """
 from __future__ import annotations
 
 from mv.query import micros_sql, quote, time_sql
+from mv.watermark import closed_sql
 
 
 def _keys(run) -> list[str]:
@@ -42,9 +43,9 @@ def _match(run, left: str, right: str) -> str:
     return " AND ".join([f"{left}.{k} <=> {right}.{k}" for k in _keys(run)] or ["true"])
 
 
-def split(run, changes: str, watermark: int | None, grace: int) -> tuple[str, int, int | None]:
-    """The changes that are not late (a temporary view), how many are late (written to the late
-    table by the caller from `late_view(run)`), and the latest event time the changes add."""
+def split(run, changes: str, watermark: int | None, grace: int) -> tuple[str, str, int, int | None]:
+    """The changes that are not late and those that are (two temporary views; the caller writes the
+    late ones to the late table), how many are late, and the latest event time the changes add."""
     w, t = run.info.windows[0], run.time_type
     time = micros_sql(f"c.{quote(w.time_column)}", t)
     gap = w.size
@@ -61,13 +62,9 @@ def split(run, changes: str, watermark: int | None, grace: int) -> tuple[str, in
     name = run.temp_view(classified, "classified")
     late, latest = run.spark.sql(
         f"SELECT count_if(__late), max(IF(__sign = 1, {time}, NULL)) FROM {name} c").first()
-    return run.temp_view(run.spark.sql(f"SELECT * EXCEPT (__late) FROM {name} WHERE NOT __late"), "on_time"), \
-        late, latest
-
-
-def late_view(run) -> str:
-    """The late changes `split` found, as the late table takes them."""
-    return f"SELECT * EXCEPT (__late) FROM {run.temp}_classified WHERE __late"
+    on_time, too_late = (run.temp_view(run.spark.sql(f"SELECT * EXCEPT (__late) FROM {name} WHERE {test}"), part)
+                         for test, part in (("NOT __late", "on_time"), ("__late", "late")))
+    return on_time, too_late, late, latest
 
 
 def without_late(run, rows: str) -> str:
@@ -115,9 +112,9 @@ def open_from(run, recomputed: str, watermark: int | None) -> int | None:
     """Under EMIT ON WINDOW CLOSE: where the earliest session of `recomputed` that is not closed
     starts (µs); with none, just after the watermark (a later session starts there or later)."""
     t = run.time_type
-    start, end = micros_sql(quote(run.info.window_start), t), micros_sql(quote(run.info.window_end), t)
-    closed = f"{end} - 1 <= {watermark}" if watermark is not None else "false"
-    first = run.spark.sql(f"SELECT min({start}) FROM {recomputed} WHERE NOT ({closed})").first()[0]
+    closed = closed_sql(quote(run.info.window_end), watermark, t)
+    first = run.spark.sql(f"SELECT min({micros_sql(quote(run.info.window_start), t)}) FROM {recomputed} "
+                          f"WHERE NOT ({closed})").first()[0]
     if first is not None:
         return first
     return watermark + 1 if watermark is not None else None

@@ -12,6 +12,8 @@ Example:
 """
 from __future__ import annotations
 
+from mv.query import time_sql
+
 
 def advance(previous: int | None, max_event_time: int | None, delay: int) -> int | None:
     """The watermark after seeing events up to `max_event_time`: never below `previous`."""
@@ -23,6 +25,14 @@ def advance(previous: int | None, max_event_time: int | None, delay: int) -> int
 
 def is_closed(window_end: int, watermark: int | None) -> bool:
     return watermark is not None and watermark >= window_end - 1
+
+
+def closed_sql(window_end: str, watermark: int | None, time_type: str) -> str:
+    """SQL of is_closed for the column `window_end` (of `time_type`): false before any watermark.
+
+    Example: closed_sql("window_end", 540_000_000, "timestamp") == "window_end <= timestamp_micros(540000001)"
+    """
+    return f"{window_end} <= {time_sql(watermark + 1, time_type)}" if watermark is not None else "false"
 
 
 def is_final(window_end: int, watermark: int | None, grace: int) -> bool:

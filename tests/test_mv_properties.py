@@ -171,6 +171,9 @@ class Clock:
         if sign > 0:
             self.max_event = t if self.max_event is None else max(self.max_event, t)
 
+    def closed(self, end: int) -> bool:
+        return self.watermark is not None and self.watermark >= end - 1
+
     def caught_up(self, log: list, before: int | None) -> None:
         self.seen = len(log)
         if self.max_event is not None:
@@ -211,9 +214,8 @@ class Oracle(Clock):
             n_total = groups.setdefault((start, end, k), [0, 0])
             n_total[0] += count
             n_total[1] += count * price
-        closed = lambda end: self.watermark is not None and self.watermark >= end - 1  # noqa: E731
         return Counter((start, end, k, n, total) for (start, end, k), (n, total) in groups.items()
-                       if n > 0 and (not self.spec.on_close or closed(end)))
+                       if n > 0 and (not self.spec.on_close or self.closed(end)))
 
 
 @dataclass
@@ -259,8 +261,7 @@ class SessionOracle(Clock):
         return late
 
     def rows(self) -> Counter:
-        closed = lambda end: self.watermark is not None and self.watermark >= end - 1  # noqa: E731
-        return Counter(row for row in self.sessions() if not self.spec.on_close or closed(row[1]))
+        return Counter(row for row in self.sessions() if not self.spec.on_close or self.closed(row[1]))
 
 
 # --- one example: a source, a view or two, and a drawn list of operations ---------------------------
