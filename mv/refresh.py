@@ -701,35 +701,24 @@ def _refresh_sessions(run: _Run, changes: str, state: RefreshState) -> RefreshSt
     region's rows alone gives the exact new sessions. Under a watermark, late changes are set aside
     first (mv/session_lateness.py); under EMIT ON WINDOW CLOSE the sessions not yet in the view,
     every row from `state.open_from` on, form a region of their own.
+
+    Under EMIT ON WINDOW CLOSE, when every session in the view is final (`session_lateness.
+    settled`: always so without GRACE, but for an end 1 µs past the watermark), no change that is
+    not late reaches one: the regions need not read the view, a recomputed session closed before
+    is one the view holds as it is (or a part of one, cut at `open_from`), and the sessions
+    closing for the first time are appended, not merged.
     """
     spark, w, info = run.spark, run.info.windows[0], run.info
-    gap, keys = w.size, [quote(k) for k in w.partition_by]
-    open_from = None
+    open_from, settled = None, False
     if _late_sessions(run):
         state, changes = _session_watermark(run, changes)
         if run.view.definition.emit == "WINDOW CLOSE":
             open_from = run.previous.open_from if run.previous.open_from is not None else -INFINITY
-
-    def us(column: str, alias: str = "") -> str:
-        return micros_sql(f"{alias}{quote(column)}", run.time_type)
-
+            settled = session_lateness.settled(run, run.previous.watermark,
+                                               interval_micros(spark, run.view.definition.grace))
+    keys, source = [quote(k) for k in w.partition_by], info.source_tables[0]
     match = " AND ".join([f"a.{k} <=> b.{k}" for k in keys] or ["true"])
-    a_keys = "".join(f"a.{k}, " for k in keys)
-    keys_ = "".join(f"{k}, " for k in keys)
-    source = info.source_tables[0]
-    still_open = "" if open_from is None else (  # every key with a row where open sessions may be
-        f" UNION SELECT DISTINCT {keys_}{open_from} AS lo, {INFINITY} AS hi FROM {run.source(source)} "
-        f"WHERE {quote(w.time_column)} >= {time_sql(open_from, run.time_type)}")
-    regions = run.temp_view(spark.sql(f"""
-        WITH changed AS (SELECT DISTINCT {keys_}{us(w.time_column)} AS lo, {us(w.time_column)} AS hi
-                         FROM {changes} WHERE {quote(w.time_column)} IS NOT NULL{still_open}),
-        touched AS (SELECT DISTINCT {a_keys}{us(info.window_start, "a.")} AS lo,
-                           {us(info.window_end, "a.")} - {gap} AS hi
-                    FROM {run.view.name} a JOIN changed b ON {match}
-                    WHERE {us(info.window_start, "a.")} <= b.hi + {gap} AND {us(info.window_end, "a.")} >= b.lo),
-        spans AS (SELECT {keys_}lo - {gap} AS lo, hi + {gap} AS hi FROM changed
-                  UNION ALL SELECT {keys_}lo, hi FROM touched),
-        {_merged_spans(keys)}""").localCheckpoint(), "regions")  # not cached: it reads the view (combine.py)
+    regions = _session_regions(run, changes, open_from, touching_view=not settled)
     low, high = spark.sql(f"SELECT min(lo), max(hi) FROM {regions}").first()
     if low is None:
         return state
@@ -740,23 +729,58 @@ def _refresh_sessions(run: _Run, changes: str, state: RefreshState) -> RefreshSt
     effective = session_lateness.without_late(run, run.source(source)) if _late_sessions(run) else run.source(source)
     # LEFT SEMI JOIN, not EXISTS: Spark decorrelates this EXISTS into a nested-loop join of every
     # distinct time with every region (the range alone), then matches keys; the join hashes the keys.
+    time_us = micros_sql(f"a.{quote(w.time_column)}", run.time_type)
     rows = run.temp_view(spark.sql(
         f"SELECT a.* FROM {effective} a LEFT SEMI JOIN {regions} b "
-        f"ON {match} AND {us(w.time_column, 'a.')} BETWEEN b.lo AND b.hi WHERE {within or 'true'}"), "session_rows")
+        f"ON {match} AND {time_us} BETWEEN b.lo AND b.hi WHERE {within or 'true'}"), "session_rows")
     recomputed = spark.sql(run.query_over({source: rows}))
+    end = quote(info.window_end)
     if open_from is not None:
         recomputed = recomputed.cache()
         run.cached.append(recomputed)
         state = replace(state, open_from=session_lateness.open_from(
             run, run.temp_view(recomputed, "recomputed"), state.watermark))
-        recomputed = recomputed.where(watermark.closed_sql(quote(info.window_end), state.watermark, run.time_type))
+        recomputed = recomputed.where(watermark.closed_sql(end, state.watermark, run.time_type))
+    if settled:  # only sessions closing for the first time are new to the view
+        run.pending_rows = recomputed.where(f"NOT ({watermark.closed_sql(end, run.previous.watermark, run.time_type)})")
+        return state
     if info.group_by is None:
         _replace_sessions(run, recomputed, regions, (low, high))
         return state
+    start, t = f"a.{quote(info.window_start)}", run.time_type
     current = spark.sql(f"SELECT a.* FROM {run.view.name} a LEFT SEMI JOIN {regions} b ON {match} "
-                        f"AND {us(info.window_start, 'a.')} >= b.lo AND {us(info.window_end, 'a.')} - {gap} <= b.hi")
+                        f"AND {micros_sql(start, t)} >= b.lo AND {micros_sql('a.' + end, t)} - {w.size} <= b.hi")
     _merge(run, recomputed, current)
     return state
+
+
+def _session_regions(run: _Run, changes: str, open_from: int | None, touching_view: bool) -> str:
+    """A temporary view (keys, lo, hi): per key, the merged spans of the changed rows widened by
+    gap, of the rows from `open_from` on (if not None), and, if `touching_view`, of the view's
+    sessions those reach (`_refresh_sessions`)."""
+    w, info, t = run.info.windows[0], run.info, run.time_type
+    gap, keys = w.size, [quote(k) for k in w.partition_by]
+
+    def us(column: str, alias: str = "") -> str:
+        return micros_sql(f"{alias}{quote(column)}", t)
+
+    match = " AND ".join([f"a.{k} <=> b.{k}" for k in keys] or ["true"])
+    a_keys = "".join(f"a.{k}, " for k in keys)
+    keys_ = "".join(f"{k}, " for k in keys)
+    still_open = "" if open_from is None else (  # every key with a row where open sessions may be
+        f" UNION SELECT DISTINCT {keys_}{open_from} AS lo, {INFINITY} AS hi FROM {run.source(info.source_tables[0])} "
+        f"WHERE {quote(w.time_column)} >= {time_sql(open_from, t)}")
+    touched = "" if not touching_view else f"""
+        touched AS (SELECT DISTINCT {a_keys}{us(info.window_start, "a.")} AS lo,
+                           {us(info.window_end, "a.")} - {gap} AS hi
+                    FROM {run.view.name} a JOIN changed b ON {match}
+                    WHERE {us(info.window_start, "a.")} <= b.hi + {gap} AND {us(info.window_end, "a.")} >= b.lo),"""
+    return run.temp_view(run.spark.sql(f"""
+        WITH changed AS (SELECT DISTINCT {keys_}{us(w.time_column)} AS lo, {us(w.time_column)} AS hi
+                         FROM {changes} WHERE {quote(w.time_column)} IS NOT NULL{still_open}),{touched}
+        spans AS (SELECT {keys_}lo - {gap} AS lo, hi + {gap} AS hi FROM changed
+                  {f"UNION ALL SELECT {keys_}lo, hi FROM touched" if touching_view else ""}),
+        {_merged_spans(keys)}""").localCheckpoint(), "regions")  # not cached: it reads the view (combine.py)
 
 
 def _session_watermark(run: _Run, changes: str) -> tuple[RefreshState, str]:

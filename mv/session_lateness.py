@@ -118,3 +118,15 @@ def open_from(run, recomputed: str, watermark: int | None) -> int | None:
     if first is not None:
         return first
     return watermark + 1 if watermark is not None else None
+
+
+def settled(run, watermark: int | None, grace: int) -> bool:
+    """Whether every session in the view is final (end + grace <= `watermark`), so that no change
+    that is not late can reach one. Under EMIT ON WINDOW CLOSE without GRACE the view holds only
+    closed sessions, and a closed one is final unless it ends exactly 1 µs past the watermark.
+
+    Example: a view holding [00:00, 00:05) is settled at watermark 00:06, grace 0; not at grace 2 min.
+    """
+    t, end = run.time_type, quote(run.info.window_end)
+    final = f"{end} <= {time_sql(watermark - grace, t)}" if watermark is not None else "false"
+    return not run.spark.sql(f"SELECT 1 FROM {run.view.name} WHERE NOT ({final}) LIMIT 1").collect()

@@ -436,6 +436,33 @@ def test_sessions_under_emit_on_window_close_appear_once_closed_and_late_rows_wa
     assert rows(spark, view)[0] == ("00:00", "00:08", "a", 2)  # bid 5 stays out: final sessions stay final
 
 
+def test_sessions_closing_for_the_first_time_are_appended_without_a_merge(spark, given):
+    bids = given.bids(bid(1, "a", "00:00", 1), bid(2, "a", "00:03", 1), bid(3, "b", "00:01", 1))
+    view = given.view(SESSIONS.format(bids=bids), ON_CLOSE)
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(4, 'a', '00:20', 1), bid(5, 'c', '00:12', 1))}")
+    refresh(spark, view)  # watermark 00:15: a [00:00, 00:08) and b [00:01, 00:06) close
+
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(6, 'a', '00:21', 1), bid(7, 'b', '00:31', 1))}")
+    outcome = refresh(spark, view)  # watermark 00:26: c [00:12, 00:17) and a [00:20, 00:26) close
+
+    assert rows(spark, view) == [("00:00", "00:08", "a", 2), ("00:01", "00:06", "b", 1),
+                                 ("00:12", "00:17", "c", 1), ("00:20", "00:26", "a", 2)]
+    assert spark.sql(f"DESCRIBE HISTORY {view} LIMIT 1").first()["operation"] == "WRITE"
+    assert (outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted) == (2, 0, 0)
+
+
+def test_a_session_closed_but_not_final_still_takes_a_row_and_leaves_the_view_until_it_closes_again(spark, given):
+    # Watermark 00:04:59.999999 closes a [00:00, 00:05) (watermark >= end - 1 µs); final only at 00:05.
+    bids = given.bids(bid(1, "a", "00:00", 1), bid(2, "b", "00:09:59.999999", 1))
+    view = given.view(SESSIONS.format(bids=bids), ON_CLOSE)
+    assert rows(spark, view) == [("00:00", "00:05", "a", 1)]
+
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'a', '00:04', 1))}")  # not late: joins it
+    outcome = refresh(spark, view)
+
+    assert (outcome.late_rows, rows(spark, view)) == (0, [])  # a [00:00, 00:09) is open again
+
+
 def test_a_row_within_grace_merges_two_sessions_and_the_change_feed_shows_it(spark, given):
     bids = given.bids(bid(1, "a", "00:00", 1), bid(2, "a", "00:09", 1), bid(3, "b", "00:16", 1))
     view = given.view(SESSIONS.format(bids=bids),
