@@ -15,6 +15,7 @@ Example:
     $ python -m bench.nexmark --quick          # 1M bids: 3 append-only batches, then 2 with changes
     $ python -m bench.nexmark                  # 1M, 10M and 50M bids: 8 append-only batches, then 4
     $ python -m bench.nexmark --render         # rewrite RESULTS.md and the chart from results/nexmark.json
+    $ python -m bench.nexmark --bids 50000000 --rounds 1 2 --json bench/results/nexmark-50m.json
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ import statistics
 import sys
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 from bench import nexmark_check, nexmark_report
 from bench.nexmark_data import BATCHES, Plan, append_batch, change_batch, history_tables, source_table
@@ -226,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="batches of each variant (default 8 4; --quick: 3 2)")
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated, of " + ", ".join(WORKLOADS))
     parser.add_argument("--render", action="store_true", help="only redo RESULTS.md and the chart from the JSON")
+    parser.add_argument("--json", type=Path, default=nexmark_report.RESULTS_JSON,
+                        help="where the run's JSON goes; RESULTS.md and the chart are redone only for the default"
+                             " (a run kept beside it, such as results/nexmark-50m.json)")
     args = parser.parse_args(argv)
     if args.render:
         results = json.loads(nexmark_report.RESULTS_JSON.read_text())
@@ -237,8 +242,11 @@ def main(argv: list[str] | None = None) -> int:
         except InvalidRun as error:
             print(f"error: {error}", file=sys.stderr)
             return 1
-        nexmark_report.RESULTS_JSON.parent.mkdir(parents=True, exist_ok=True)
-        nexmark_report.RESULTS_JSON.write_text(json.dumps(results, indent=2) + "\n")
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+        if args.json.resolve() != nexmark_report.RESULTS_JSON.resolve():
+            print(nexmark_report.markdown(results))
+            return 0
     print(nexmark_report.write(results))
     return 0
 
