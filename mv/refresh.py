@@ -155,12 +155,13 @@ class _Run:
     overwrite: bool = False
     cached: list[DataFrame] = field(default_factory=list)
     pinned: dict[str, str] = field(default_factory=dict)  # source table -> its view at the target version
-    identities: Future | None = None  # of _identities: the view with its id, and the sources' ids
+    identities: tuple[Future, Future] | None = None  # of _identified (the view) and _source_ids, looked up beside
 
     def identify(self) -> dict[str, str]:
         """The sources' Delta table ids, once looked up; the view then carries its own."""
-        self.view, ids = self.identities.result()
-        return ids
+        view, sources = self.identities
+        self.view = view.result()
+        return sources.result()
 
     @property
     def columns(self) -> list[str]:
@@ -212,7 +213,8 @@ def refresh(spark: SparkSession, name: str, full: bool = False, _upstream_done: 
             if source not in done and upstream is not None:
                 done.add(source)
                 refresh(spark, upstream.definition.name, _upstream_done=done)
-        with snapshots.warming(work, [view.name, *info.source_tables, view.late_table, view.history_table]):
+        # Sources first: their ids are awaited before anything is written, the others' at their commits.
+        with snapshots.warming(work, [*info.source_tables, view.name, view.late_table, view.history_table]):
             return _refresh(work, view, info, full)
 
 
@@ -260,8 +262,8 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
     _phase(view.name, "planning")
     previous = read(spark, view.name)
     refresh_id = (previous.refresh_id if previous else 0) + 1
-    with ThreadPoolExecutor(2, thread_name_prefix="mv-lookup") as lookups:
-        identities = lookups.submit(_identities, spark, view, info, previous)
+    with ThreadPoolExecutor(3, thread_name_prefix="mv-lookup") as lookups:
+        identities = (lookups.submit(_identified, spark, view, previous), lookups.submit(_source_ids, spark, info))
         pinned = lookups.submit(pinned_targets, spark, view, refresh_id)
         chosen, targets = _starting_point(spark, view, info, previous, full, pinned)
         if chosen.technique == "incremental" and any(v < previous.sources.get(s, -1) for s, v in targets.items()):
@@ -314,15 +316,19 @@ def _starting_point(spark: SparkSession, view: View, info: QueryInfo, previous: 
     return chosen, pinned.result() or versions
 
 
-def _identities(spark: SparkSession, view: View, info: QueryInfo,
-                previous: RefreshState | None) -> tuple[View, dict[str, str]]:
-    """The view with its Delta table id, and each source's id; records `previous`'s history row
-    if its refresh died before writing it. Run beside the refresh's own work (`_Run.identify`):
+def _identified(spark: SparkSession, view: View, previous: RefreshState | None) -> View:
+    """The view with its Delta table id; records `previous`'s history row if its refresh died
+    before writing it. Run beside the refresh's own work, as `_source_ids` is (`_Run.identify`):
     an id waits for Delta to rebuild its table's state."""
     view = replace(view, table_id=view.table_id or table_id(spark, view.name))
     if previous is not None and not in_history(spark, view, previous.refresh_id):
         record_history(spark, view, previous)  # the refresh that committed it died before writing history
-    return view, {s: table_id(spark, s) for s in info.source_tables}
+    return view
+
+
+def _source_ids(spark: SparkSession, info: QueryInfo) -> dict[str, str]:
+    """Each source's Delta table id (`_Run.identify`)."""
+    return {s: table_id(spark, s) for s in info.source_tables}
 
 
 def _metrics(outcome: Outcome) -> dict:
