@@ -16,6 +16,7 @@ Example:
     $ python -m bench.nexmark                  # 1M, 10M and 50M bids: 8 append-only batches, then 4
     $ python -m bench.nexmark --render         # rewrite RESULTS.md and the chart from results/nexmark.json
     $ python -m bench.nexmark --bids 50000000 --rounds 1 2 --json bench/results/nexmark-50m.json
+    $ python -m bench.nexmark --chart-scales   # results/nexmark-scales.png from every results/nexmark*.json
 """
 from __future__ import annotations
 
@@ -231,7 +232,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=nexmark_report.RESULTS_JSON,
                         help="where the run's JSON goes; RESULTS.md and the chart are redone only for the default"
                              " (a run kept beside it, such as results/nexmark-50m.json)")
+    parser.add_argument("--chart-scales", action="store_true",
+                        help="only draw results/nexmark-scales.png from every results/nexmark*.json")
     args = parser.parse_args(argv)
+    if args.chart_scales:
+        documents = [json.loads(p.read_text()) for p in sorted(nexmark_report.RESULTS_JSON.parent.glob("nexmark*.json"))]
+        print(nexmark_report.plot_scales(documents))
+        return 0
     if args.render:
         results = json.loads(nexmark_report.RESULTS_JSON.read_text())
     else:

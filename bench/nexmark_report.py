@@ -13,6 +13,7 @@ from bench.windows import BENCH_DIR, RESULTS_MD
 
 RESULTS_JSON = BENCH_DIR / "results" / "nexmark.json"
 CHART = BENCH_DIR / "results" / "nexmark.png"
+SCALES_CHART = BENCH_DIR / "results" / "nexmark-scales.png"   # every results/nexmark*.json in one chart
 SIDES = ("incremental", "full", "streaming")
 TARGETS = {"incremental/streaming": 1.0, "incremental/full": 0.2}
 
@@ -130,6 +131,46 @@ def plot(results: dict, path: Path) -> Path:
                     ax.plot(*zip(*points), marker="o", ms=3, color=colors[side],
                             linestyle="-" if run["variant"] == "append" else "--",
                             label=f"{side} ({run['variant']})")
+        ax.set_title(name, fontsize="small")
+        ax.set_xlabel("changed rows in the batch", fontsize="small")
+        ax.tick_params(labelsize="x-small")
+    axes[0][0].set_ylabel("seconds per refresh", fontsize="small")
+    axes[0][0].legend(fontsize="xx-small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=80)
+    plt.close(figure)
+    return path
+
+
+def plot_scales(documents: list[dict], path: Path = SCALES_CHART) -> Path:
+    """Seconds per refresh against the batch's changed rows, every batch of every run in ``documents``
+    (1M, 10M and 50M bids), on log axes: one panel per workload, a colour per side, a marker per scale.
+
+    Example:
+        >>> plot_scales([json.loads(p.read_text()) for p in sorted(RESULTS_JSON.parent.glob("nexmark*.json"))])
+    """
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+    from matplotlib.ticker import ScalarFormatter
+
+    names = list(dict.fromkeys(n for d in documents for n in d["workloads"]))
+    figure, axes = plt.subplots(1, len(names), figsize=(3.4 * len(names), 3.4), squeeze=False)
+    colors = {"incremental": "tab:blue", "full": "tab:orange", "streaming": "tab:green"}
+    markers = ["o", "s", "^", "D"]
+    scales = sorted({run["bids"] for d in documents for run in d["runs"]})
+    for ax, name in zip(axes[0], names):
+        for side in SIDES:
+            for i, bids in enumerate(scales):
+                points = [(r["events"], r["workloads"][name][side]["seconds"]) for d in documents for run in d["runs"]
+                          if run["bids"] == bids for r in run["rounds"] if side in r["workloads"].get(name, {})]
+                if points:
+                    ax.scatter(*zip(*points), s=14, color=colors[side], marker=markers[i % len(markers)],
+                               label=f"{side}, {bids / 1e6:g}M bids")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(ScalarFormatter())
         ax.set_title(name, fontsize="small")
         ax.set_xlabel("changed rows in the batch", fontsize="small")
         ax.tick_params(labelsize="x-small")
