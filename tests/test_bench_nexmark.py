@@ -51,3 +51,13 @@ def test_every_contender_was_measured_each_batch(played):
             assert cost["source_read"]["files"] >= 1
     ratios = played["summary"]["q7"]["ratios"]
     assert set(ratios) == {"incremental/streaming", "incremental/full"}
+
+
+def test_the_scales_chart_draws_every_batch_of_every_run(played, tmp_path):
+    from bench import nexmark_report
+
+    document = {"workloads": ["q7"], "runs": [played, {**played, "bids": 40_000}]}
+
+    chart = nexmark_report.plot_scales([document], tmp_path / "scales.png")
+
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
