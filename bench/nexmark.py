@@ -236,8 +236,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="only draw results/nexmark-scales.png from every results/nexmark*.json")
     args = parser.parse_args(argv)
     if args.chart_scales:
-        documents = [json.loads(p.read_text()) for p in sorted(nexmark_report.RESULTS_JSON.parent.glob("nexmark*.json"))]
-        print(nexmark_report.plot_scales(documents))
+        print(nexmark_report.plot_scales(nexmark_report.scale_documents()))
         return 0
     if args.render:
         results = json.loads(nexmark_report.RESULTS_JSON.read_text())

@@ -6,6 +6,7 @@ Example:
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from bench.report import rewrite_section
@@ -113,33 +114,28 @@ def _checks(results: dict) -> list[str]:
     return lines
 
 
+COLORS = {"incremental": "tab:blue", "full": "tab:orange", "streaming": "tab:green"}
+
+
 def plot(results: dict, path: Path) -> Path:
     """Seconds per refresh against the batch's changed rows: one panel per workload, a line per side and variant."""
-    import matplotlib
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
     names = results["workloads"]
-    figure, axes = plt.subplots(1, len(names), figsize=(3.2 * len(names), 3.2), squeeze=False)
-    colors = {"incremental": "tab:blue", "full": "tab:orange", "streaming": "tab:green"}
-    for ax, name in zip(axes[0], names):
+    figure, axes = _panels(names, 3.2)
+    for ax, name in zip(axes, names):
         for run in results["runs"]:
             for side in SIDES:
                 points = sorted((r["events"], r["workloads"][name][side]["seconds"])
                                 for r in run["rounds"] if side in r["workloads"].get(name, {}))
                 if points:
-                    ax.plot(*zip(*points), marker="o", ms=3, color=colors[side],
+                    ax.plot(*zip(*points), marker="o", ms=3, color=COLORS[side],
                             linestyle="-" if run["variant"] == "append" else "--",
                             label=f"{side} ({run['variant']})")
-        ax.set_title(name, fontsize="small")
-        ax.set_xlabel("changed rows in the batch", fontsize="small")
-        ax.tick_params(labelsize="x-small")
-    axes[0][0].set_ylabel("seconds per refresh", fontsize="small")
-    axes[0][0].legend(fontsize="xx-small")
-    figure.tight_layout()
-    figure.savefig(path, dpi=80)
-    plt.close(figure)
-    return path
+    return _save(figure, axes, path)
+
+
+def scale_documents() -> list[dict]:
+    """Every results/nexmark*.json: the rendered run and those kept beside it (10M, 50M bids)."""
+    return [json.loads(p.read_text()) for p in sorted(RESULTS_JSON.parent.glob("nexmark*.json"))]
 
 
 def plot_scales(documents: list[dict], path: Path = SCALES_CHART) -> Path:
@@ -147,35 +143,49 @@ def plot_scales(documents: list[dict], path: Path = SCALES_CHART) -> Path:
     (1M, 10M and 50M bids), on log axes: one panel per workload, a colour per side, a marker per scale.
 
     Example:
-        >>> plot_scales([json.loads(p.read_text()) for p in sorted(RESULTS_JSON.parent.glob("nexmark*.json"))])
+        >>> plot_scales(scale_documents())     # results/nexmark-scales.png
     """
-    import matplotlib
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
     from matplotlib.ticker import ScalarFormatter
 
     names = list(dict.fromkeys(n for d in documents for n in d["workloads"]))
-    figure, axes = plt.subplots(1, len(names), figsize=(3.4 * len(names), 3.4), squeeze=False)
-    colors = {"incremental": "tab:blue", "full": "tab:orange", "streaming": "tab:green"}
+    figure, axes = _panels(names, 3.4)
     markers = ["o", "s", "^", "D"]
     scales = sorted({run["bids"] for d in documents for run in d["runs"]})
-    for ax, name in zip(axes[0], names):
+    for ax, name in zip(axes, names):
         for side in SIDES:
             for i, bids in enumerate(scales):
                 points = [(r["events"], r["workloads"][name][side]["seconds"]) for d in documents for run in d["runs"]
                           if run["bids"] == bids for r in run["rounds"] if side in r["workloads"].get(name, {})]
                 if points:
-                    ax.scatter(*zip(*points), s=14, color=colors[side], marker=markers[i % len(markers)],
+                    ax.scatter(*zip(*points), s=14, color=COLORS[side], marker=markers[i % len(markers)],
                                label=f"{side}, {bids / 1e6:g}M bids")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(ScalarFormatter())
         ax.yaxis.set_minor_formatter(ScalarFormatter())
+    return _save(figure, axes, path)
+
+
+def _panels(names: list[str], inches: float):
+    """A figure with one titled panel per workload in ``names``, side by side, and its panels."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    figure, axes = plt.subplots(1, len(names), figsize=(inches * len(names), inches), squeeze=False)
+    for ax, name in zip(axes[0], names):
         ax.set_title(name, fontsize="small")
         ax.set_xlabel("changed rows in the batch", fontsize="small")
         ax.tick_params(labelsize="x-small")
-    axes[0][0].set_ylabel("seconds per refresh", fontsize="small")
-    axes[0][0].legend(fontsize="xx-small")
+    return figure, list(axes[0])
+
+
+def _save(figure, axes: list, path: Path) -> Path:
+    """Label the first panel, write the figure to ``path`` and close it."""
+    from matplotlib import pyplot as plt
+
+    axes[0].set_ylabel("seconds per refresh", fontsize="small")
+    axes[0].legend(fontsize="xx-small")
     figure.tight_layout()
     figure.savefig(path, dpi=80)
     plt.close(figure)
