@@ -11,13 +11,13 @@ Example:
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from pyspark.sql import SparkSession
 
 from mv import errors
 from mv.query import sql_string
-from mv.state import session_settings
+from mv.settings import session_settings
 from mv.statements import Definition
 
 DEFINITION_PROPERTY = "mv.definition"
@@ -33,6 +33,7 @@ class View:
     definition: Definition
     time_zone: str
     table_id: str = ""  # the Delta table's id when loaded: a view dropped and created again gets a new one
+    properties: dict = field(default_factory=dict, compare=False)  # the table's, as loaded (refresh state)
 
     @property
     def late_table(self) -> str:
@@ -71,26 +72,29 @@ def load(spark: SparkSession, name: str) -> View | None:
     when a value comes back redacted anyway. The table's id is then left for whoever needs it."""
     if not spark.catalog.tableExists(name):
         return None
-    with session_settings(spark, {REDACTION: NEVER}):
-        raw = _shown_properties(spark, name).get(DEFINITION_PROPERTY)
-    table_id = ""
-    if raw == REDACTED:
+    shown = shown_properties(spark, name)
+    raw, table_id = shown.get(DEFINITION_PROPERTY), ""
+    if REDACTED in shown.values():
         detail = _detail(spark, name)
-        raw, table_id = (detail["properties"] or {}).get(DEFINITION_PROPERTY), detail["id"]
+        shown, table_id = dict(detail["properties"] or {}), detail["id"]
+        raw = shown.get(DEFINITION_PROPERTY)
     if raw is None:
         return None
     stored = json.loads(raw)
     time_zone = stored.pop("time_zone")
-    return View(name, Definition(**stored), time_zone, table_id)
+    return View(name, Definition(**stored), time_zone, table_id, shown)
 
 
-def _shown_properties(spark: SparkSession, name: str) -> dict[str, str]:
-    return {row.key: row.value for row in spark.sql(f"SHOW TBLPROPERTIES {name}").collect()}
+def shown_properties(spark: SparkSession, name: str) -> dict[str, str]:
+    """The table's properties as SHOW TBLPROPERTIES gives them, which reads no more of a Delta
+    table than its metadata; unredacted unless a value says "url" anyway (see REDACTION)."""
+    with session_settings(spark, {REDACTION: NEVER}):
+        return {row.key: row.value for row in spark.sql(f"SHOW TBLPROPERTIES {name}").collect()}
 
 
 def is_view(spark: SparkSession, name: str) -> bool:
     """Whether the table `name` is a materialized view, without parsing its definition."""
-    return spark.catalog.tableExists(name) and DEFINITION_PROPERTY in _shown_properties(spark, name)
+    return spark.catalog.tableExists(name) and DEFINITION_PROPERTY in shown_properties(spark, name)
 
 
 def require(spark: SparkSession, name: str) -> View:

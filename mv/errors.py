@@ -104,6 +104,15 @@ def change_feed_gone(view: str, source: str, version: int) -> MvError:
                    view=view, source=source, version=version)
 
 
+def state_lost(view: str) -> MvError:
+    return MvError("MV_STATE_LOST",
+                   f"{view} was refreshed before, but what its last refresh processed is no longer recorded "
+                   "(its refresh commits were removed by Delta's log cleanup), so it cannot continue incrementally.",
+                   f"Run REFRESH MATERIALIZED VIEW {view} FULL once; it records its state where cleanup cannot "
+                   "remove it, and later refreshes are incremental again.",
+                   view=view)
+
+
 def concurrent_refresh(view: str) -> MvError:
     return MvError("MV_CONCURRENT_REFRESH",
                    f"Another refresh of {view} committed first; this one applied nothing.",

@@ -14,7 +14,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from mv.catalog import View
-from mv.state import USER_METADATA, RefreshState, session_settings
+from mv.settings import session_settings
+from mv.state import USER_METADATA, RefreshState
 
 
 HISTORY_SCHEMA = ("view STRING, refresh_id BIGINT, started_at TIMESTAMP, duration_s DOUBLE, technique STRING, "

@@ -59,13 +59,24 @@ def delta_jars(fetch: bool = True) -> list[Path] | None:
     return jars if all(jar.is_file() for jar in jars) else None
 
 
+def _ivy_delta_jars() -> list[Path] | None:
+    """The Delta jars as Spark's Ivy left them after a session fetched them, if it did."""
+    names = [_jar_name(c) for c in delta_coordinates()]
+    for folder in sorted(Path.home().glob(".ivy2*/jars")):
+        jars = [folder / f"{c.split(':')[0]}_{name}" for c, name in zip(delta_coordinates(), names)]
+        if all(jar.is_file() for jar in jars):
+            return jars
+    return None
+
+
 def _sources() -> list[Path]:
     return sorted(JVM_SOURCES.glob("*.scala"))
 
 
 def extension_jar_path() -> Path:
-    """Where the extension jar for these sources and this Spark version is cached."""
+    """Where the extension jar for these sources, this Spark version and Delta release is cached."""
     digest = hashlib.sha256(pyspark.__version__.encode())
+    digest.update(" ".join(delta_coordinates()).encode())
     for source in _sources():
         digest.update(source.name.encode())
         digest.update(source.read_bytes())
@@ -83,7 +94,11 @@ def extension_jar() -> Path:
     if jar.is_file():
         return jar
     jar.parent.mkdir(parents=True, exist_ok=True)
-    classpath = str(pyspark_jars_dir() / "*")
+    delta = delta_jars() or _ivy_delta_jars()
+    if delta is None:  # the refresh's commit (RefreshCommit.scala) is compiled against Delta's API
+        raise RuntimeError("compiling the Spark extension needs Delta Lake's jars: install Maven (mvn), "
+                           "which fetches them, and run `make setup` again")
+    classpath = os.pathsep.join([str(pyspark_jars_dir() / "*"), *map(str, delta)])
     with tempfile.TemporaryDirectory(dir=jar.parent) as tmp:
         out = Path(tmp) / jar.name
         result = subprocess.run(

@@ -9,9 +9,9 @@ The path of an incremental refresh (DESIGN.md, "The path of a refresh"):
          restricted to their time ranges (Delta skips the other files) and keys
       -> one MERGE into the view carrying the new state; late rows to <view>__late
       -> a refresh history row
-The MERGE commits with the refresh id as Delta's idempotent transaction version, in the same
-commit as the state it starts from: a rerun after a crash, or a concurrent refresh, cannot apply
-a change twice.
+The view's rows and its new state go in one Delta commit (mv/jvm/RefreshCommit.scala), which
+goes through only while the view's state is the one the refresh started from: a rerun after a
+crash, or a concurrent refresh, cannot apply a change twice (docs/design.md).
 
 Example:
     >>> refresh.refresh(spark, "hourly_totals")
@@ -36,10 +36,11 @@ from pyspark.sql import functions as F
 from mv import catalog, errors, session_lateness, snapshots, watermark
 from mv.catalog import View
 from mv.combine import Combination, combine
-from mv.history import commit_rows, in_history, pinned_targets, record_history, write_late_rows
+from mv.history import in_history, pinned_targets, record_history, write_late_rows
 from mv.plan import Plan, plan
 from mv.query import QueryInfo, describe, micros_sql, quote, sql_string, time_sql
-from mv.state import RefreshState, committing, read
+from mv.settings import session_settings
+from mv.state import USER_METADATA, RefreshState, Stored, stored
 
 MAX_RANGES = 64
 INFINITY = 2 ** 62  # µs: later than any time, and still room to add a gap
@@ -150,7 +151,8 @@ class _Run:
     targets: dict[str, int]
     outcome: Outcome
     temp: str = field(default_factory=lambda: "__mv_" + uuid.uuid4().hex[:12])
-    pending_merge: str | None = None
+    marker: str | None = None  # the view's mv.refresh_id property the refresh started from
+    pending_merge: dict | None = None  # RefreshCommit's merge: rows, on, delete_matched, ...
     pending_rows: DataFrame | None = None  # appended, or with `overwrite` replacing the view's: no MERGE
     overwrite: bool = False
     cached: list[DataFrame] = field(default_factory=list)
@@ -260,16 +262,17 @@ def _describe(spark: SparkSession, view: View) -> QueryInfo:
 def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Outcome:
     started = time.time()
     _phase(view.name, "planning")
-    previous = read(spark, view.name)
-    refresh_id = (previous.refresh_id if previous else 0) + 1
+    found = stored(spark, view.name, view.properties)
+    previous = found.state
+    refresh_id = (previous.refresh_id if previous else _last_refresh_id(spark, view) if found.lost else 0) + 1
     with ThreadPoolExecutor(3, thread_name_prefix="mv-lookup") as lookups:
         identities = (lookups.submit(_identified, spark, view, previous), lookups.submit(_source_ids, spark, info))
         pinned = lookups.submit(pinned_targets, spark, view, refresh_id)
-        chosen, targets = _starting_point(spark, view, info, previous, full, pinned)
+        chosen, targets = _starting_point(spark, view, info, found, full, pinned)
         if chosen.technique == "incremental" and any(v < previous.sources.get(s, -1) for s, v in targets.items()):
             chosen = replace(chosen, technique="full", reason="SOURCE_REPLACED")  # dropped and created again
         outcome = Outcome(view.name, chosen.technique, chosen.reason, refresh_id, targets, started_at=started)
-        run = _Run(spark, view, info, previous, targets, outcome, identities=identities)
+        run = _Run(spark, view, info, previous, targets, outcome, marker=found.marker, identities=identities)
         try:
             new_state = _recomputed(run, chosen.technique)
             new_state = replace(new_state, source_ids=run.identify())
@@ -283,6 +286,8 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
                 frame.unpersist()
     checkpoint("committed")
     _phase(view.name, "recording history")
+    outcome.duration_s = round(time.time() - started, 3)  # the statement's, its commit included
+    new_state = replace(new_state, metrics={**new_state.metrics, "duration_s": outcome.duration_s})
     rows = record_history(spark, run.view, new_state, written)
     outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = rows
     checkpoint("history_written")
@@ -307,13 +312,27 @@ def _recomputed(run: _Run, technique: str) -> RefreshState:
     return _full(run)
 
 
-def _starting_point(spark: SparkSession, view: View, info: QueryInfo, previous: RefreshState | None,
+def _starting_point(spark: SparkSession, view: View, info: QueryInfo, found: Stored,
                     full: bool, pinned: Future) -> tuple[Plan, dict[str, int]]:
-    """The technique and the source versions to read to of the refresh after `previous`: those an
-    interrupted attempt at it pinned (`pinned`, looked up meanwhile), if any, else the sources' latest."""
-    chosen = plan(spark, view, info, previous, full)
+    """The technique and the source versions to read to of the refresh after `found`'s state: those
+    an interrupted attempt at it pinned (`pinned`, looked up meanwhile), if any, else the sources' latest."""
+    if found.lost and not full:
+        if view.definition.policy.startswith("INCREMENTAL"):
+            raise errors.state_lost(view.name)
+        chosen = Plan("full", "STATE_LOST")
+    else:
+        chosen = plan(spark, view, info, found.state, full)
     versions = {s: source_version(spark, s) for s in info.source_tables}  # read after `previous`
     return chosen, pinned.result() or versions
+
+
+def _last_refresh_id(spark: SparkSession, view: View) -> int:
+    """The highest refresh id the view's history and late rows name: a view whose state is lost
+    carries on after it, so the history and late-row appends, idempotent per refresh id, still land."""
+    found = [spark.sql(f"SELECT max(refresh_id) FROM {table}" + (f" WHERE view = {sql_string(view.name)}"
+                                                                  if table == view.history_table else "")).first()[0]
+             for table in (view.history_table, view.late_table) if spark.catalog.tableExists(table)]
+    return max(filter(None, found), default=0)
 
 
 def _identified(spark: SparkSession, view: View, previous: RefreshState | None) -> View:
@@ -339,45 +358,22 @@ def _metrics(outcome: Outcome) -> dict:
 
 def _commit(run: _Run, new_state: RefreshState) -> tuple[int, int, int]:
     """Write the view's rows and its new state in one Delta commit (a state-only commit if there is
-    nothing to write); the rows it inserted, updated and deleted."""
+    nothing to write); the rows it inserted, updated and deleted. The commit is the extension's
+    (mv/jvm/RefreshCommit.scala): it goes through only while the view's state is still `run.marker`."""
     spark, name = run.spark, run.view.name
-    try:
-        with committing(spark, new_state):
-            if run.pending_merge:  # its idempotent transaction id stands in for a check of the state
-                return _merged(spark, name, run.pending_merge)
-            if run.pending_rows is None:  # ALTER TABLE takes no transaction id: the state is checked instead
-                latest = read(spark, name)
-                if (latest.refresh_id if latest else 0) != (run.previous.refresh_id if run.previous else 0):
-                    raise errors.concurrent_refresh(name)
-                spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('mv.refresh_id' = '{new_state.refresh_id}')")
-                return 0, 0, 0
-            run.pending_rows.write.insertInto(name, overwrite=run.overwrite)
-            return _appended(spark, name, new_state)
-    except Exception as e:  # Delta's optimistic concurrency: another commit touched what this one read
-        if "Concurrent" in type(e).__name__ or "DELTA_CONCURRENT" in str(e):
-            raise errors.concurrent_refresh(name) from None
-        raise
-
-
-def _appended(spark: SparkSession, name: str, state: RefreshState, recent: int = 10) -> tuple[int, int, int]:
-    """The rows an append or overwrite carrying `state` wrote, as its commit says. Delta skips a
-    write whose transaction id (the refresh id) already committed, which leaves no such commit:
-    another refresh took this refresh id."""
-    note = state.to_json()  # its start time and duration tell this attempt from any other
-    commits = spark.sql(f"DESCRIBE HISTORY {name} LIMIT {recent}").select("userMetadata", "operationMetrics")
-    for row in commits.collect():
-        if row.userMetadata == note:
-            return commit_rows(row.operationMetrics or {})
-    raise errors.concurrent_refresh(name)
-
-
-def _merged(spark: SparkSession, name: str, merge: str) -> tuple[int, int, int]:
-    """Run the MERGE; Delta returns no row when it skips one whose transaction id already committed
-    (another refresh with this refresh id won), and commits even a MERGE that changes nothing."""
-    rows = spark.sql(merge).collect()
-    if not rows:
+    spec = {"view": name, "refresh_id": new_state.refresh_id, "expected": run.marker,
+            "state": new_state.to_property()}
+    if run.pending_merge:
+        spec |= {"mode": "merge", **run.pending_merge}
+    elif run.pending_rows is None:
+        spec["mode"] = "state"
+    else:
+        spec |= {"mode": "overwrite" if run.overwrite else "append", "rows": run.temp_view(run.pending_rows, "rows")}
+    with session_settings(spark, {USER_METADATA: new_state.to_json()}):
+        row = spark.sql(f"MV_COMMIT_REFRESH {sql_string(json.dumps(spec))}").first()
+    if row.status != "committed":  # another refresh committed since this one read the state
         raise errors.concurrent_refresh(name)
-    return rows[0].num_inserted_rows, rows[0].num_updated_rows, rows[0].num_deleted_rows
+    return row.num_inserted_rows, row.num_updated_rows, row.num_deleted_rows
 
 
 class _SourceReplaced(Exception):
@@ -542,9 +538,7 @@ def _merge_windows(run: _Run, affected, newly_closed, ws: str, we: str, t: str) 
         return
     current = spark.sql(f"SELECT * FROM {run.view.name} WHERE {keep}")
     bounds = [b for pair in affected for b in pair] + [b for b in (newly_closed or ()) if b is not None]
-    span = (f"t.{start} >= {time_sql(min(bounds), t)} "
-            f"AND t.{start} <= {time_sql(max(bounds), t)}") if bounds and not newly_closed else None
-    _merge(run, recomputed, current, target_range=span)
+    _merge(run, recomputed, current, span=(min(bounds), max(bounds)) if bounds and not newly_closed else None)
 
 
 def _all_new(run: _Run, affected) -> bool:
@@ -606,13 +600,11 @@ def _replace_rows(run: _Run, kept: str) -> None:
     _delete_matched_insert_rest(run, source, f"s.__op = IF({kept}, 'region', NULL) AND {kept}")
 
 
-def _delete_matched_insert_rest(run: _Run, source: str, on: str) -> None:
-    """The MERGE of a replacement: view rows that match a source row `on` are deleted; the source's
-    rows marked 'insert' (which `on` never matches) are inserted."""
-    cols = ", ".join(quote(c) for c in run.columns)
-    run.pending_merge = (f"MERGE INTO {run.view.name} t USING {source} s ON {on} WHEN MATCHED THEN DELETE "
-                         f"WHEN NOT MATCHED AND s.__op = 'insert' THEN INSERT ({cols}) "
-                         f"VALUES ({', '.join('s.' + quote(c) for c in run.columns)})")
+def _delete_matched_insert_rest(run: _Run, source: str, on: str, span: tuple[int, int] | None = None) -> None:
+    """The merge of a replacement: view rows that match a source row `on` are deleted; the source's
+    rows marked 'insert' (which `on` never matches) are inserted. `span`: window starts the
+    matched rows lie in, so the view's other files are skipped."""
+    run.pending_merge = {"rows": source, "on": on, "delete_matched": True, "target_filter": _span(run, span, None)}
 
 
 def _closed_bound(run: _Run) -> int:
@@ -642,11 +634,12 @@ def _combine_windows(run: _Run, affected, newly_closed, changes: str) -> None:
     _combine_and_merge(run, changes, partials, span, closing)
 
 
-def _span(run: _Run, span: tuple[int, int] | None, alias: str) -> str | None:
-    """A window_start range condition on `alias`'s rows, so Delta skips the view's other files."""
+def _span(run: _Run, span: tuple[int, int] | None, alias: str | None) -> str | None:
+    """A window_start range condition on `alias`'s rows (the view's own with None), so Delta
+    skips the view's other files."""
     if span is None:
         return None
-    start, t = f"{alias}.{quote(run.info.window_start)}", run.time_type
+    start, t = (f"{alias}." if alias else "") + quote(run.info.window_start), run.time_type
     return f"{start} >= {time_sql(span[0], t)} AND {start} <= {time_sql(span[1], t)}"
 
 
@@ -674,7 +667,7 @@ def _combine_and_merge(run: _Run, changes: str, partials: str | None = None, spa
         run.cached.append(part.cache())
         recomputed = recomputed.unionByName(part)
     # Every touched group is in `rows`: those missing from `recomputed` are deleted.
-    _merge(run, recomputed, rows.select(*[quote(c) for c in run.columns]), target_range=_span(run, span, "t"))
+    _merge(run, recomputed, rows.select(*[quote(c) for c in run.columns]), span=span)
 
 
 def _needed_windows(run: _Run, needs: str) -> str:
@@ -940,31 +933,22 @@ def _replace_sessions(run: _Run, recomputed: DataFrame, regions: str, span: tupl
     on = " AND ".join([f"t.{k} <=> s.{k}" for k in keys] + [
         "s.__op = 'region'", f"{micros_sql('t.' + start, t)} >= s.__lo",
         f"{micros_sql('t.' + end, t)} - {gap} <= s.__hi",  # the session's last row
-        f"t.{start} >= {time_sql(span[0], t)} AND t.{start} <= {time_sql(span[1], t)}"])  # skips other files
-    _delete_matched_insert_rest(run, source, on)
+        f"t.{start} >= {time_sql(span[0], t)} AND t.{start} <= {time_sql(span[1], t)}"])
+    _delete_matched_insert_rest(run, source, on, span)
 
 
 def _merge(run: _Run, recomputed: DataFrame, current: DataFrame | None, delete_missing: bool | str = False,
-           target_range: str | None = None) -> None:
-    """One MERGE: recomputed rows upserted, `current` rows whose key vanished deleted.
+           span: tuple[int, int] | None = None) -> None:
+    """One merge: recomputed rows upserted, `current` rows whose key vanished deleted.
 
     `delete_missing` also deletes view rows the recomputation lacks (those meeting it, if a condition).
-    `target_range` bounds the view rows that can match, so Delta skips the view's other files.
+    `span` bounds the window starts of the view rows that can match, so the view's other files are skipped.
     """
-    key = run.info.group_by
-    name = run.temp_view(_upserts_and_deletes(run, recomputed, current), "merge")
-    cols = [quote(c) for c in run.columns]
-    on = " AND ".join([f"t.{quote(k)} <=> s.{quote(k)}" for k in key] + ([target_range] if target_range else []))
-    same = " AND ".join(f"t.{c} <=> s.{c}" for c in cols)
-    merge = (f"MERGE INTO {run.view.name} t USING {name} s ON {on} "
-             "WHEN MATCHED AND s.__op = 'delete' THEN DELETE "
-             f"WHEN MATCHED AND s.__op = 'upsert' AND NOT ({same}) THEN UPDATE SET "
-             + ", ".join(f"{c} = s.{c}" for c in cols)
-             + f" WHEN NOT MATCHED AND s.__op = 'upsert' THEN INSERT ({', '.join(cols)}) "
-             f"VALUES ({', '.join('s.' + c for c in cols)})"
-             + (" WHEN NOT MATCHED BY SOURCE" + (f" AND {delete_missing}" if isinstance(delete_missing, str) else "")
-                + " THEN DELETE" if delete_missing else ""))
-    run.pending_merge = merge
+    on = " AND ".join([f"t.{quote(k)} <=> s.{quote(k)}" for k in run.info.group_by]
+                      + ([_span(run, span, "t")] if span else []))
+    run.pending_merge = {"rows": run.temp_view(_upserts_and_deletes(run, recomputed, current), "merge"), "on": on,
+                         "delete_missing": delete_missing if isinstance(delete_missing, str) else
+                         "true" if delete_missing else None, "target_filter": _span(run, span, None)}
 
 
 def _upserts_and_deletes(run: _Run, recomputed: DataFrame, current: DataFrame | None) -> DataFrame:

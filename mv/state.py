@@ -1,8 +1,12 @@
 """How far a view has been refreshed, committed in the same Delta commit as the data it describes.
 
-The state travels in the commit's userMetadata (the MERGE that writes the view's rows), so a
-refresh that dies before its commit leaves the previous state in force and a rerun repeats it,
-and one that dies after leaves the new state: neither skips nor repeats a change.
+The state is a table property of the view (`mv.state`, with `mv.refresh_id`), set by the very
+commit that writes the view's rows (mv/jvm/RefreshCommit.scala). Delta keeps table properties in
+every snapshot and checkpoint, so maintenance commits and log cleanup cannot lose it; a refresh
+that dies before its commit leaves the previous state in force and a rerun repeats it, and one
+that dies after leaves the new state: neither skips nor repeats a change. The commit's
+userMetadata carries the state too, for the refresh history; views last refreshed before the
+property existed are read from there.
 
 Example:
     >>> state.read(spark, "hourly_totals").sources
@@ -11,13 +15,15 @@ Example:
 from __future__ import annotations
 
 import json
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
 from pyspark.sql import SparkSession
 
+from mv.catalog import shown_properties
+
 STATE_KEY = "mv_state"
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+STATE_PROPERTY, REFRESH_ID_PROPERTY = "mv.state", "mv.refresh_id"
 
 
 @dataclass(frozen=True)
@@ -36,49 +42,43 @@ class RefreshState:
     def to_json(self) -> str:
         return json.dumps({STATE_KEY: asdict(self)}, sort_keys=True)
 
+    def to_property(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A view's refresh state as read, with the `mv.refresh_id` property it was read with: the next
+    refresh commits only while that property is unchanged. `lost`: the view was refreshed, but
+    its state is gone (a view last refreshed before the state was a property, its commits since
+    removed by Delta's log cleanup)."""
+    state: RefreshState | None
+    marker: str | None = None
+    lost: bool = False
+
+
+def stored(spark: SparkSession, view: str, properties: dict[str, str]) -> Stored:
+    """The state of the view's latest refresh, from its table `properties` (as SHOW TBLPROPERTIES
+    gives them, unredacted)."""
+    marker = properties.get(REFRESH_ID_PROPERTY)
+    if STATE_PROPERTY in properties:
+        return Stored(RefreshState(**json.loads(properties[STATE_PROPERTY])), marker)
+    state, truncated = _from_commits(spark, view)
+    return Stored(state, marker, lost=state is None and truncated)
+
 
 def read(spark: SparkSession, view: str) -> RefreshState | None:
-    """The state of the view's latest refresh commit, or None before its first refresh."""
+    """The state of the view's latest refresh, or None before its first refresh."""
+    return stored(spark, view, shown_properties(spark, view)).state
+
+
+def _from_commits(spark: SparkSession, view: str) -> tuple[RefreshState | None, bool]:
+    """The state in the userMetadata of the view's newest commit carrying one, and whether the
+    view's log no longer starts at its creation (Delta's log cleanup removed older commits)."""
     for limit in (20, None):
         history = spark.sql(f"DESCRIBE HISTORY {view}" + (f" LIMIT {limit}" if limit else ""))
         commits = history.select("version", "userMetadata").collect()  # sorted here: no Spark job
         for row in sorted(commits, key=lambda c: c.version, reverse=True):
             if row.userMetadata and STATE_KEY in row.userMetadata:
-                return RefreshState(**json.loads(row.userMetadata)[STATE_KEY])
-    return None
-
-
-# Delta's idempotent DML: a commit carrying (app id, version) is skipped if the table already has
-# that version for the app id, and two concurrent commits with the same pair conflict.
-TXN_APP_ID, TXN_VERSION = "spark.databricks.delta.write.txnAppId", "spark.databricks.delta.write.txnVersion"
-REFRESH_APP_ID = "mv-refresh"
-
-
-@contextmanager
-def session_settings(spark: SparkSession, settings: dict[str, str]):
-    """`settings` in force in the session inside the block only; afterwards each key is as it was.
-
-    Example:
-        >>> with session_settings(spark, {USER_METADATA: "note"}):
-        ...     frame.write.format("delta").mode("append").saveAsTable("t")   # its commit says "note"
-    """
-    before = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
-
-
-@contextmanager
-def committing(spark: SparkSession, state: RefreshState):
-    """Delta commits made inside carry `state` as their userMetadata, and the refresh id as an
-    idempotent transaction version: the view's rows of one refresh are written at most once."""
-    with session_settings(spark, {USER_METADATA: state.to_json(), TXN_APP_ID: REFRESH_APP_ID,
-                                  TXN_VERSION: str(state.refresh_id)}):
-        yield
+                return RefreshState(**json.loads(row.userMetadata)[STATE_KEY]), False
+    return None, min((c.version for c in commits), default=0) > 0

@@ -2,6 +2,7 @@
 schema no longer fits the query. Each ends in a clear error or a recorded fallback, never a
 wrong view."""
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -129,3 +130,63 @@ def test_building_snapshots_ahead_skips_missing_tables_and_swallows_their_errors
     with snapshots.warming(spark, ["rel_no_such_table", "rel_not_delta", source]):
         pass  # the thread met a missing table and one DESCRIBE DETAIL rejects, and carried on
     assert rows(spark, f"SELECT item, price FROM {source}") == [("A", 1), ("B", 2)]
+
+
+def _clean_up_log(spark, table, maintenance_commits=12):
+    """What Delta's log cleanup does to a table whose nightly jobs commit to it: a checkpoint after
+    the maintenance commits, then every commit file before that checkpoint removed (as cleanup
+    does once they are older than delta.logRetentionDuration)."""
+    for i in range(maintenance_commits):
+        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('team.nightly' = '{i}')")
+    spark.sql(f"OPTIMIZE {table}")
+    log = Path(spark.sql(f"DESCRIBE DETAIL {table}").first()["location"].removeprefix("file:")) / "_delta_log"
+    def version(path):
+        return int(path.name.split(".")[0]) if path.name.split(".")[0].isdigit() else None
+
+    checkpoint = max(version(p) for p in log.glob("*.checkpoint.parquet"))
+    for file in [*log.glob("*.json"), *log.glob("*.crc")]:
+        if version(file) is not None and version(file) < checkpoint:
+            file.unlink()
+    spark.sql(f"REFRESH TABLE {table}")
+
+
+def test_a_view_keeps_refreshing_incrementally_after_maintenance_and_log_cleanup(spark, source):
+    view = create_view(spark, source, "REFRESH POLICY INCREMENTAL STRICT")
+    spark.sql(f"INSERT INTO {source} VALUES ('A', 5, TIMESTAMP'2024-01-01 00:03:00')")
+    mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}")
+    _clean_up_log(spark, view)
+    spark.sql(f"INSERT INTO {source} VALUES ('C', 7, TIMESTAMP'2024-01-01 00:25:00')")
+    outcome = mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first()
+    assert (outcome.technique, outcome.reason, outcome.refresh_id) == ("incremental", "CHANGES_ONLY", 3)
+    assert rows(spark, f"SELECT * FROM {view}") == rows(spark, QUERY.format(source=source))
+
+
+@pytest.mark.parametrize("policy", ["AUTO", "INCREMENTAL STRICT"])
+def test_a_view_whose_state_is_gone_refreshes_in_full_once_and_never_loops(spark, source, policy):
+    """A view last refreshed before its state was a table property kept the state only in commits
+    that log cleanup removes: under AUTO it refreshes in full (STATE_LOST), under an incremental
+    policy the error's hint (REFRESH ... FULL) works, and the refresh ids carry on."""
+    view = create_view(spark, source, f"REFRESH POLICY {policy}")
+    last = spark.sql(f"SELECT max(refresh_id) FROM mv_refresh_history WHERE view = '{view}'").first()[0]
+    spark.sql(f"ALTER TABLE {view} UNSET TBLPROPERTIES ('mv.state')")  # as such a view's table was
+    _clean_up_log(spark, view)
+    spark.sql(f"INSERT INTO {source} VALUES ('C', 7, TIMESTAMP'2024-01-01 00:25:00')")
+    if policy == "AUTO":
+        outcome = mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first()
+        assert (outcome.technique, outcome.reason) == ("full", "STATE_LOST")
+    else:
+        before = rows(spark, f"SELECT * FROM {view}")
+        with pytest.raises(MvError) as raised:
+            mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}")
+        assert raised.value.error_class == "MV_STATE_LOST"
+        assert f"REFRESH MATERIALIZED VIEW {view} FULL" in raised.value.hint
+        assert rows(spark, f"SELECT * FROM {view}") == before
+        outcome = mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view} FULL").first()
+    assert outcome.refresh_id == last + 1  # after the history's last refresh: its history row lands
+    spark.sql(f"INSERT INTO {source} VALUES ('D', 9, TIMESTAMP'2024-01-01 00:31:00')")
+    again = mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first()
+    assert (again.technique, again.refresh_id) == ("incremental", last + 2)
+    assert rows(spark, f"SELECT * FROM {view}") == rows(spark, QUERY.format(source=source))
+    history = rows(spark, f"SELECT refresh_id, count(*) FROM mv_refresh_history WHERE view = '{view}' "
+                          f"AND refresh_id >= {last} GROUP BY 1")
+    assert history == [(last, 1), (last + 1, 1), (last + 2, 1)]

@@ -11,7 +11,8 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
 import org.apache.spark.sql.types.{DataType, StructType}
 
 /**
- * Spark's parser, plus three things for window functions.
+ * Spark's parser, plus three things for window functions, and the refresh's own commit statement
+ * ([[RefreshCommit]]).
  *
  * Window function calls are bound to a [[WindowTableFunctionCall]] as soon as a statement is
  * parsed ([[ResolveWindowTableFunctions.Bind]]), before any analyzer rule can misread their
@@ -32,6 +33,10 @@ import org.apache.spark.sql.types.{DataType, StructType}
 class WindowSqlParser(delegate: ParserInterface) extends ParserInterface {
 
   override def parsePlan(sqlText: String): LogicalPlan =
+    RefreshCommit.parse(sqlText, literal => delegate.parseExpression(literal).eval().toString)
+      .getOrElse(parseWindowed(sqlText))
+
+  private def parseWindowed(sqlText: String): LogicalPlan =
     EsperDataWindows.Bind(ResolveWindowTableFunctions.Bind(
       EkuiperWindows.rewrite(parseWithFlinkSyntax(DialectSyntax.rewrite(sqlText)))))
 

@@ -1,0 +1,207 @@
+package io.mvengine
+
+import com.fasterxml.jackson.databind.ObjectMapper
+
+import org.apache.spark.sql.{Column, DataFrame, Row}
+import org.apache.spark.sql.catalyst.expressions.{Attribute, AttributeReference, Expression}
+import org.apache.spark.sql.catalyst.optimizer.ConstantFolding
+import org.apache.spark.sql.catalyst.plans.logical.{Filter, LocalRelation}
+import org.apache.spark.sql.catalyst.types.DataTypeUtils
+import org.apache.spark.sql.classic.SparkSession
+import org.apache.spark.sql.delta.{DeltaLog, DeltaOperations, OptimisticTransaction}
+import org.apache.spark.sql.delta.actions.{Action, AddFile}
+import org.apache.spark.sql.delta.commands.DeltaCommand
+import org.apache.spark.sql.delta.commands.cdc.CDCReader
+import org.apache.spark.sql.execution.command.LeafRunnableCommand
+import org.apache.spark.sql.execution.metric.{SQLMetric, SQLMetrics}
+import org.apache.spark.sql.functions.{array, col, count, explode, expr, input_file_name, lit, struct, when}
+import org.apache.spark.storage.StorageLevel
+import org.apache.spark.sql.types.{LongType, StringType}
+
+/**
+ * The one Delta commit of a refresh: the view's new rows and its refresh state together, the state
+ * kept as the table properties `mv.refresh_id` and `mv.state`. Delta keeps table properties in
+ * every snapshot and checkpoint, so no maintenance commit and no log cleanup can lose the state,
+ * and reading it needs no state reconstruction (docs/design.md, "State and exactly once").
+ *
+ * Exactly once without Delta transaction ids: the commit goes through only if `mv.refresh_id` is
+ * still the value the refresh started from, and since it changes the table's metadata, Delta
+ * fails any other commit that changes metadata concurrently. Two refreshes racing: one commits,
+ * the other gets status `conflict`; a refresh repeated after a crash starts from the new state.
+ *
+ * Modes: `append` (new rows), `overwrite` (all rows), `state` (no rows), and `merge`, which
+ * applies a source of rows to the view as a MERGE would, rewriting only the files holding rows it
+ * changes and writing the change feed (insert, delete, update pre- and post-image):
+ *  - matched view and source rows (`on`): deleted if `delete_matched`, else by the source row's
+ *    `__op`: 'delete' deletes, 'upsert' updates the row when any column differs;
+ *  - view rows matching no source row: deleted if `delete_missing` (a condition on `t`) holds;
+ *  - source rows matching no view row: inserted if `__op` is 'upsert' or 'insert'.
+ *
+ * Run as an internal statement, so it works over Spark Connect and runs exactly once:
+ * {{{
+ *   MV_COMMIT_REFRESH '{"view": "v", "mode": "append", "rows": "tmp", "refresh_id": 8,
+ *                      "expected": "7", "state": "{...}"}'
+ * }}}
+ */
+object RefreshCommit extends DeltaCommand {
+
+  val RefreshIdProperty = "mv.refresh_id"
+  val StateProperty = "mv.state"
+  private val Keyword = "MV_COMMIT_REFRESH"
+
+  case class Spec(view: String, mode: String, rows: Option[String], on: Option[String], deleteMatched: Boolean,
+      deleteMissing: Option[String], targetFilter: Option[String], refreshId: Long, expected: Option[String],
+      state: String)
+
+  /** The statement, if `sqlText` is one: its spec, from the string literal after the keyword. */
+  def parse(sqlText: String, literal: String => String): Option[LogicalPlanCommand] = {
+    val text = sqlText.trim
+    if (!text.regionMatches(true, 0, Keyword, 0, Keyword.length)) return None
+    val json = new ObjectMapper().readTree(literal(text.substring(Keyword.length).trim))
+    def opt(name: String): Option[String] = Option(json.get(name)).filterNot(_.isNull).map(_.asText)
+    Some(LogicalPlanCommand(Spec(json.get("view").asText, json.get("mode").asText, opt("rows"), opt("on"),
+      opt("delete_matched").contains("true"), opt("delete_missing"), opt("target_filter"),
+      json.get("refresh_id").asLong, opt("expected"), json.get("state").asText)))
+  }
+
+  case class LogicalPlanCommand(spec: Spec) extends LeafRunnableCommand {
+    override val output: Seq[Attribute] = Seq("status" -> StringType, "version" -> LongType,
+      "num_inserted_rows" -> LongType, "num_updated_rows" -> LongType, "num_deleted_rows" -> LongType)
+      .map { case (name, dataType) => AttributeReference(name, dataType, nullable = false)() }
+
+    override def run(session: org.apache.spark.sql.SparkSession): Seq[Row] =
+      RefreshCommit.run(session.asInstanceOf[SparkSession], spec)
+  }
+
+  def run(spark: SparkSession, spec: Spec): Seq[Row] = {
+    val table = spark.sessionState.catalog.getTableMetadata(
+      spark.sessionState.sqlParser.parseTableIdentifier(spec.view))
+    val log = DeltaLog.forTable(spark, table)
+    try {
+      log.withNewTransaction(Some(table)) { txn =>
+        if (txn.metadata.configuration.get(RefreshIdProperty) != spec.expected) {
+          Seq(Row("conflict", txn.readVersion, 0L, 0L, 0L))  // another refresh committed since this one started
+        } else {
+          txn.updateMetadata(txn.metadata.copy(configuration = txn.metadata.configuration ++ Map(
+            RefreshIdProperty -> spec.refreshId.toString, StateProperty -> spec.state)))
+          commit(spark, spec, txn, log)
+        }
+      }
+    } catch {
+      case _: java.util.ConcurrentModificationException => Seq(Row("conflict", -1L, 0L, 0L, 0L))
+    }
+  }
+
+  private def commit(spark: SparkSession, spec: Spec, txn: OptimisticTransaction, log: DeltaLog): Seq[Row] = {
+    val (actions, counts, operation) = spec.mode match {
+      case "append" => (write(txn, rows(spark, spec, txn)), None, append)
+      case "overwrite" => (txn.filterFiles().map(_.remove) ++ write(txn, rows(spark, spec, txn)), None, overwrite)
+      case "state" => (Nil, None, append)
+      case "merge" =>
+        val (written, counts) = merge(spark, spec, txn, log)
+        (written, Some(counts), merging)
+      case other => throw new IllegalArgumentException(s"$Keyword: unknown mode $other")
+    }
+    counts.foreach(c => txn.registerSQLMetrics(spark, metrics(spark, c)))
+    val version = txn.commit(actions, operation)
+    val (inserted, updated, deleted) = counts.map(c => (c.inserted, c.updated, c.deleted))
+      .getOrElse((appended(actions), 0L, 0L))
+    Seq(Row("committed", version, inserted, updated, deleted))
+  }
+
+  private val append = DeltaOperations.Write(org.apache.spark.sql.SaveMode.Append)
+  private val overwrite = DeltaOperations.Write(org.apache.spark.sql.SaveMode.Overwrite)
+  private val merging = DeltaOperations.Merge(None, None, None, None, Nil, Nil, Nil)
+
+  /** The source rows, as the view's columns in the view's order. */
+  private def rows(spark: SparkSession, spec: Spec, txn: OptimisticTransaction): DataFrame =
+    spark.table(spec.rows.get).select(txn.metadata.schema.fieldNames.map(c => col(quoted(c))): _*)
+
+  private def write(txn: OptimisticTransaction, data: DataFrame): Seq[Action] = txn.writeFiles(data)
+
+  private def appended(actions: Seq[Action]): Long =
+    actions.collect { case a: AddFile => a.numLogicalRecords.getOrElse(0L) }.sum
+
+  private def quoted(name: String): String = "`" + name.replace("`", "``") + "`"
+
+  case class Counts(inserted: Long, updated: Long, deleted: Long, copied: Long, source: Long,
+      filesAdded: Long, filesRemoved: Long)
+
+  /** MERGE's own metrics, so DESCRIBE HISTORY shows this commit as it shows a MERGE. */
+  private def metrics(spark: SparkSession, c: Counts): Map[String, SQLMetric] = Map(
+    "operationNumSourceRows" -> c.source, "numSourceRows" -> c.source, "numTargetRowsInserted" -> c.inserted,
+    "numTargetRowsUpdated" -> c.updated, "numTargetRowsDeleted" -> c.deleted, "numTargetRowsCopied" -> c.copied,
+    "numTargetFilesAdded" -> c.filesAdded, "numTargetFilesRemoved" -> c.filesRemoved,
+    "numOutputRows" -> (c.inserted + c.updated + c.copied)).map { case (name, value) =>
+    val metric = SQLMetrics.createMetric(spark.sparkContext, name)
+    metric.set(value)
+    name -> metric
+  }
+
+  /**
+   * The merge: one pass classifies every candidate view row and source row (kept, updated,
+   * deleted, inserted), cached; the files holding an updated or deleted row are rewritten with
+   * their kept rows, the updates and the inserts, and the change feed is written beside them.
+   */
+  private def merge(spark: SparkSession, spec: Spec, txn: OptimisticTransaction, log: DeltaLog)
+      : (Seq[Action], Counts) = {
+    val columns = txn.metadata.schema.fieldNames.toSeq
+    // NOT MATCHED BY SOURCE reads every view row; otherwise the filter lets Delta skip other files.
+    val filter = spec.targetFilter.filter(_ => spec.deleteMissing.isEmpty)
+    val candidates = filter.map(f => txn.filterFiles(Seq(resolved(spark, txn, f)))).getOrElse(txn.filterFiles())
+    val target = log.createDataFrame(txn.snapshot, candidates)
+      .withColumn("__file", input_file_name()).withColumn("__t", lit(true)).as("t")
+    val source = spark.table(spec.rows.get).withColumn("__s", lit(true)).as("s")
+    val same = columns.map(c => col(s"t.${quoted(c)}") <=> col(s"s.${quoted(c)}")).reduce(_ && _)
+    val matched = if (spec.deleteMatched) lit("delete")
+      else when(col("s.__op") === "delete", "delete").when(!same, "update").otherwise("keep")
+    val missing = spec.deleteMissing.map(c => when(expr(c), "delete").otherwise("keep")).getOrElse(lit("keep"))
+    val action = when(col("t.__t").isNotNull && col("s.__s").isNotNull, matched)
+      .when(col("t.__t").isNotNull, missing)
+      .when(col("s.__op").isin("upsert", "insert"), "insert")
+      .otherwise("none")
+    val classified = target.join(source, expr(spec.on.get), "full_outer").select(action.as("__action"),
+      col("t.__file").as("__file"), col("s.__s").as("__in_source"), struct(columns.map(c => col(s"t.${quoted(c)}").as(c)): _*).as("__old"),
+      struct(columns.map(c => col(s"s.${quoted(c)}").as(c)): _*).as("__new"))
+      .where("__action != 'none'").persist(StorageLevel.MEMORY_AND_DISK)
+    try {
+      val touched = classified.where("__action IN ('update', 'delete')").select("__file").distinct()
+        .collect().map(_.getString(0)).toSeq
+      val tally = classified.groupBy(col("__action"), col("__file").isin(touched: _*).as("__touched"))
+        .agg(count(lit(1)), count(col("__in_source"))).collect()
+        .map(r => (r.getString(0), r.get(1) == true) -> (r.getLong(2), r.getLong(3))).toMap
+      def rowsOf(action: String, touchedOnly: Boolean = false): Long = tally.collect {
+        case ((a, inTouched), (n, _)) if a == action && (inTouched || !touchedOnly) => n }.sum
+      val nameToFile = generateCandidateFileMap(log.dataPath, candidates)
+      val removed = touched.map(f => getTouchedFile(log.dataPath, f, nameToFile).remove)
+      val rewritten = classified.where(col("__action") === "insert" ||
+        (col("__file").isin(touched: _*) && col("__action").isin("keep", "update")))
+      val data = rewritten.select(when(col("__action") === "keep", col("__old")).otherwise(col("__new")).as("r"))
+        .select(columns.map(c => col(s"r.${quoted(c)}")): _*)
+      val feed = touched.nonEmpty && CDCReader.isCDCEnabledOnTable(txn.metadata, spark)
+      val written = txn.writeFiles(if (feed) withChangeFeed(data, classified, columns) else data)
+      val counts = Counts(rowsOf("insert"), rowsOf("update"), rowsOf("delete"), rowsOf("keep", touchedOnly = true),
+        tally.values.map(_._2).sum, written.count(_.isInstanceOf[AddFile]).toLong, removed.size.toLong)
+      (written ++ removed, counts)
+    } finally classified.unpersist()
+  }
+
+  /** `condition` (SQL over the view's columns) resolved and folded, as Delta's file skipping needs it. */
+  private def resolved(spark: SparkSession, txn: OptimisticTransaction, condition: String): Expression = {
+    val relation = LocalRelation(DataTypeUtils.toAttributes(txn.metadata.schema))
+    val analyzed = spark.sessionState.executePlan(Filter(spark.sessionState.sqlParser.parseExpression(condition), relation)).analyzed
+    ConstantFolding(analyzed).collectFirst { case Filter(c, _) => c }.get
+  }
+
+  /** The rows to write with the change feed beside them: `_change_type` null for a data row. */
+  private def withChangeFeed(data: DataFrame, classified: DataFrame, columns: Seq[String]): DataFrame = {
+    val changeType = CDCReader.CDC_TYPE_COLUMN_NAME
+    def image(row: String, kind: String): Column = struct(col(s"$row.*"), lit(kind).as(changeType))
+    val changes = classified.where("__action IN ('update', 'delete', 'insert')").select(explode(
+      when(col("__action") === "update", array(image("__old", "update_preimage"), image("__new", "update_postimage")))
+        .when(col("__action") === "delete", array(image("__old", "delete")))
+        .otherwise(array(image("__new", "insert")))).as("c"))
+      .select((columns :+ changeType).map(c => col(s"c.${quoted(c)}")): _*)
+    data.withColumn(changeType, lit(null).cast(StringType)).unionByName(changes)
+  }
+}
