@@ -11,9 +11,9 @@ medians over the rounds of one run:
 Every round checks the view against its query recomputed from scratch; a difference stops the run.
 
 Example:
-    $ python -m bench.fixed_cost               # 5 rounds
-    $ python -m bench.fixed_cost --rounds 2    # quicker
-    $ python -m bench.fixed_cost --render      # rewrite RESULTS.md from results/fixed_cost.json
+    $ python -m bench.fixed_cost --label "one commit"   # 5 rounds, kept beside earlier runs
+    $ python -m bench.fixed_cost --rounds 2             # quicker
+    $ python -m bench.fixed_cost --render               # rewrite RESULTS.md from results/fixed_cost.json
 """
 from __future__ import annotations
 
@@ -136,26 +136,29 @@ def summary(measured: list[dict]) -> dict:
             "engine_share": median(lambda m: m["refresh"]["engine_duration_s"] / m["refresh"]["seconds"])}
 
 
-def markdown_table(results: dict) -> str:
-    s = results["summary"]
-    first = results["rounds"][0]["refresh"]["phases"] or {}
+def markdown_table(runs: list[dict]) -> str:
+    """One column per run (labelled), the newest run's profile below."""
+    rows = [("plain Delta append (s)", "append_s", "{:.2f}", ""), ("refresh (s)", "refresh_s", "{:.2f}", ""),
+            ("refresh / append", "ratio", "{:.1f}", "<= 4"), ("Spark SQL executions per refresh", "executions", "{:.0f}",
+            "<= 15"), ("Delta commits per refresh", "commits", "{:.0f}", "1"),
+            ("refresh with nothing to do (s)", "idle_s", "{:.2f}", "<= 0.5"),
+            ("its Spark SQL executions", "idle_executions", "{:.0f}", ""),
+            ("history's duration_s / statement's wall time", "engine_share", "{:.2f}", "1.0")]
+    head = "| measure | " + " | ".join(r["label"] for r in runs) + " | target |"
+    lines = [head, "| --- |" + " ---: |" * (len(runs) + 1)]
+    for title, key, form, target in rows:
+        lines.append(f"| {title} | " + " | ".join(form.format(r["summary"][key]) for r in runs) + f" | {target} |")
+    newest = runs[-1]
+    first = newest["rounds"][0]["refresh"]["phases"] or {}
     phases = "\n".join(f"| {label} | {seconds:.2f} |" for label, seconds in list(first.items())[:10])
-    return f"""Run {results['when']} on {results['machine']['cores']} cores; {len(results['rounds'])} rounds, medians.
-A {results['change_rows']:,}-row append to a {results['source_rows']:,}-row source, then REFRESH of a
-TUMBLE 1-minute view (100 keys, count + sum, EMIT ON UPDATE); the same rows appended to a plain table.
+    when = "; ".join(f"{r['label']}: {r['when']}, {len(r['rounds'])} rounds" for r in runs)
+    return f"""A {newest['change_rows']:,}-row append to a {newest['source_rows']:,}-row source, then REFRESH of a
+TUMBLE 1-minute view (100 keys, count + sum, EMIT ON UPDATE); the same rows appended to a plain
+Delta table. Medians over the rounds of each run ({when}; {newest['machine']['cores']} cores).
 
-| measure | now | target |
-| --- | ---: | ---: |
-| plain Delta append (s) | {s['append_s']:.2f} | |
-| refresh (s) | {s['refresh_s']:.2f} | |
-| refresh / append | {s['ratio']:.1f} | <= 4 |
-| Spark SQL executions per refresh | {s['executions']:.0f} | <= 15 |
-| Delta commits per refresh | {s['commits']:.0f} | 1 |
-| refresh with nothing to do (s) | {s['idle_s']:.2f} | <= 0.5 |
-| its Spark SQL executions | {s['idle_executions']:.0f} | |
-| history's duration_s / statement's wall time | {s['engine_share']:.2f} | 1.0 |
+{chr(10).join(lines)}
 
-Where the first round's refresh spent its time (top-level executions, seconds):
+Where the first refresh of run "{newest['label']}" spent its time (top-level Spark SQL executions, seconds):
 
 | phase | s |
 | --- | ---: |
@@ -165,22 +168,23 @@ Where the first round's refresh spent its time (top-level executions, seconds):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.fixed_cost", description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--json", type=Path, default=RESULTS_JSON, help="where the run is kept")
+    parser.add_argument("--label", default="current", help="the run's name; a run of the same name is replaced")
+    parser.add_argument("--json", type=Path, default=RESULTS_JSON, help="where the runs are kept")
     parser.add_argument("--render", action="store_true", help="only rewrite RESULTS.md from the JSON")
     args = parser.parse_args(argv)
-    if args.render:
-        results = json.loads(args.json.read_text())
-    else:
+    runs = json.loads(args.json.read_text())["runs"] if args.json.exists() else []
+    if not args.render:
         try:
-            results = run(args.rounds)
+            result = run(args.rounds) | {"label": args.label}
         except InvalidRun as error:
             print(f"error: {error}", file=sys.stderr)
             return 1
+        runs = [r for r in runs if r["label"] != args.label] + [result]
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+        args.json.write_text(json.dumps({"runs": runs}, indent=2) + "\n")
     if args.json == RESULTS_JSON:
-        rewrite_section(RESULTS_MD, "fixed_cost", "The fixed cost of a refresh", markdown_table(results))
-    print(markdown_table(results))
+        rewrite_section(RESULTS_MD, "fixed_cost", "The fixed cost of a refresh", markdown_table(runs))
+    print(markdown_table(runs))
     return 0
 
 

@@ -11,11 +11,9 @@ Example:
 from __future__ import annotations
 
 from pyspark.sql import DataFrame, Row, SparkSession
-from pyspark.sql import functions as F
 
-from mv import catalog, commands, refresh
+from mv import catalog, commands, history, refresh
 from mv.catalog import View
-from mv.history import HISTORY_SCHEMA
 from mv.statements import Definition
 
 
@@ -49,11 +47,7 @@ class MaterializedView:
 
     def history(self) -> DataFrame:
         """This view's rows of mv_refresh_history, oldest first (columns: mv.history.HISTORY_SCHEMA)."""
-        table = catalog.history_table(self.name)
-        if not self._spark.catalog.tableExists(table):
-            return self._spark.createDataFrame([], HISTORY_SCHEMA)
-        return (self._spark.table(table).where(_short_name(F.col("view")) == _short(self.name))
-                .orderBy("started_at", "refresh_id"))
+        return history.of_view(self._spark, self.name)
 
     def toDF(self) -> DataFrame:  # noqa: N802 - DeltaTable's name for it
         """The view's rows."""
@@ -63,19 +57,8 @@ class MaterializedView:
         return f"MaterializedView({self.name!r})"
 
 
-def _short(name: str) -> str:
-    return name.rsplit(".", 1)[-1].strip("`").lower()
-
-
-def _short_name(column):
-    # History rows name the view as the refresh was asked for (hourly, default.hourly, HOURLY).
-    return F.lower(F.element_at(F.split(column, r"\."), -1))
-
-
 def latest_refreshes(spark: SparkSession, table: str = "mv_refresh_history") -> dict[str, Row]:
     """The latest history row of each view in `table`, by lower-case view name (times as epoch µs)."""
-    if not spark.catalog.tableExists(table):
-        return {}
     rows = spark.sql(f"""
         SELECT lower(element_at(split(view, '\\\\.'), -1)) AS name,
                max_by(struct(unix_micros(started_at) AS started_us, refresh_id, technique, reason,

@@ -1,7 +1,7 @@
 """Materialized views in the Spark catalog: each is a Delta table whose properties hold its definition.
 
-Beside a view `v` live `v__late` (rows that arrived after their window was final) and, once per
-database, `mv_refresh_history` (one row per refresh of any view).
+Beside a view `v` lives `v__late` (rows that arrived after their window was final); its refreshes
+are its own commits, read back as `mv_refresh_history` (mv/history.py).
 
 Example:
     >>> view = catalog.load(spark, "hourly_totals")
@@ -39,18 +39,10 @@ class View:
     def late_table(self) -> str:
         return late_table(self.name)
 
-    @property
-    def history_table(self) -> str:
-        return history_table(self.name)
 
 
 def late_table(name: str) -> str:
     return f"{name}__late"
-
-
-def history_table(name: str) -> str:
-    database = name.rsplit(".", 1)[0] + "." if "." in name else ""
-    return f"{database}mv_refresh_history"
 
 
 def properties(spark: SparkSession, table: str) -> dict[str, str]:

@@ -1,21 +1,28 @@
-"""What refreshes leave behind besides the view: a history row per refresh (mv_refresh_history) and
-the changes that came too late for their window (<view>__late). Both are written with Delta
-transaction ids (one app id per view, the refresh id as version), so writing them twice writes once.
+"""What refreshes leave behind besides the view's rows: the refresh history, and the changes that
+came too late for their window (<view>__late).
+
+The history is the views' own commits: each refresh commits once (mv/jvm/RefreshCommit.scala),
+its userMetadata saying what the refresh did, and the extension's `mv_refresh_history` reads
+those commits back, one row per refresh (columns: HISTORY_SCHEMA; the duration ends at the
+commit). It needs no write of its own, so a refresh that committed always has its history row,
+and it reaches back as far as Delta keeps the view's log (delta.logRetentionDuration).
+Late rows are appended with Delta transaction ids (one app id per view and part, the refresh id
+as version), so writing them twice writes once.
 
 Example:
     >>> spark.sql("SELECT refresh_id, technique, reason FROM mv_refresh_history WHERE view = 'hourly'")
 """
 from __future__ import annotations
 
-import datetime as dt
 import json
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from mv.catalog import View
+from mv.query import sql_string
 from mv.settings import session_settings
-from mv.state import USER_METADATA, RefreshState
+from mv.state import USER_METADATA
 
 
 HISTORY_SCHEMA = ("view STRING, refresh_id BIGINT, started_at TIMESTAMP, duration_s DOUBLE, technique STRING, "
@@ -23,29 +30,12 @@ HISTORY_SCHEMA = ("view STRING, refresh_id BIGINT, started_at TIMESTAMP, duratio
                   "rows_updated BIGINT, rows_deleted BIGINT, late_rows BIGINT, watermark_micros BIGINT")
 
 
-def _state_commit(spark: SparkSession, view: View, refresh_id: int):
-    """The DESCRIBE HISTORY row of the commit that carries refresh `refresh_id`'s state (recent ones first)."""
-    marker = f'"refresh_id": {refresh_id},'
-    for limit in (10, None):
-        for row in spark.sql(f"DESCRIBE HISTORY {view.name}" + (f" LIMIT {limit}" if limit else "")).collect():
-            if row.userMetadata and marker in row.userMetadata:
-                return row
-    return None
-
-
-def written(spark: SparkSession, view: View, refresh_id: int) -> tuple[int, int, int]:
-    """The rows refresh `refresh_id` inserted, updated and deleted, as its commit's metrics say."""
-    commit = _state_commit(spark, view, refresh_id)
-    return commit_rows((commit.operationMetrics or {}) if commit else {})
-
-
-def commit_rows(metrics: dict[str, str]) -> tuple[int, int, int]:
-    """The rows inserted, updated and deleted by a view's commit, from its Delta operationMetrics:
-    a MERGE's; an append or overwrite counts its rows as inserted."""
-    if "numTargetRowsInserted" not in metrics:
-        return int(metrics.get("numOutputRows", 0)), 0, 0
-    return tuple(int(metrics.get(k, 0)) for k in
-                 ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted"))
+def of_view(spark: SparkSession, name: str) -> DataFrame:
+    """The refreshes of the view `name` (as a catalog name: `v`, `db.v`), oldest first."""
+    database, _, table = name.rpartition(".")
+    database = database.rsplit(".", 1)[-1].strip("`") or spark.catalog.currentDatabase()
+    return spark.sql(f"SELECT * FROM mv_refresh_history({sql_string(database)}, {sql_string(table.strip('`'))}) "
+                     "ORDER BY started_at, refresh_id")
 
 
 def _incarnation(spark: SparkSession, view: View) -> str:
@@ -53,44 +43,6 @@ def _incarnation(spark: SparkSession, view: View) -> str:
     if view.table_id:
         return view.table_id
     return spark.sql(f"DESCRIBE DETAIL {view.name}").first()["id"]
-
-
-def _marker(spark: SparkSession, view: View, refresh_id: int) -> str:
-    """The userMetadata of the commit that appends refresh `refresh_id`'s history row."""
-    return f"mv-history:{_incarnation(spark, view)}:{refresh_id}"
-
-
-def in_history(spark: SparkSession, view: View, refresh_id: int, recent: int = 20) -> bool:
-    """Whether refresh `refresh_id` wrote its history row. The history table's last `recent`
-    commits are read first (their userMetadata names the row they appended), which is much cheaper
-    than a query of the table; the table itself only when they neither show it nor cover it all."""
-    if not spark.catalog.tableExists(view.history_table):
-        return False
-    commits = spark.sql(f"DESCRIBE HISTORY {view.history_table} LIMIT {recent}").select("userMetadata").collect()
-    marker = _marker(spark, view, refresh_id)
-    if any(c.userMetadata == marker for c in commits):
-        return True
-    if len(commits) < recent:  # every commit of the table seen
-        return False
-    return spark.table(view.history_table).where(
-        (F.col("view") == view.name) & (F.col("refresh_id") == refresh_id)).limit(1).count() > 0
-
-
-def record_history(spark: SparkSession, view: View, state: RefreshState | None,
-                   rows: tuple[int, int, int] | None = None) -> tuple[int, int, int]:
-    """Append the history row of the refresh that committed `state`; Delta skips it if already there.
-    Returns the rows that refresh inserted, updated and deleted in the view: `rows` if its commit
-    said, else as the view's Delta history says."""
-    if state is None or not state.metrics:
-        return 0, 0, 0
-    m = state.metrics
-    inserted, updated, deleted = rows if rows is not None else written(spark, view, state.refresh_id)
-    row = (view.name, state.refresh_id, _utc(m["started_at"]), float(m["duration_s"]), m["technique"],
-           m["reason"], json.dumps(state.sources, sort_keys=True), m["rows_read"], inserted, updated, deleted,
-           m["late_rows"], state.watermark)
-    _append(spark, spark.createDataFrame([row], HISTORY_SCHEMA), view.history_table,
-            _marker(spark, view, state.refresh_id), f"mv-history:{_incarnation(spark, view)}", state.refresh_id)
-    return inserted, updated, deleted
 
 
 def _append(spark: SparkSession, frame: DataFrame, table: str, note: str, app_id: str, version: int,
@@ -103,10 +55,6 @@ def _append(spark: SparkSession, frame: DataFrame, table: str, note: str, app_id
         writer = writer.option(key, value)
     with session_settings(spark, {USER_METADATA: note}):
         writer.saveAsTable(table)
-
-
-def _utc(epoch_seconds: float) -> dt.datetime:
-    return dt.datetime.fromtimestamp(epoch_seconds, dt.timezone.utc)
 
 
 LATE_KEY = "mv_late"

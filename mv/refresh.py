@@ -7,8 +7,8 @@ The path of an incremental refresh (DESIGN.md, "The path of a refresh"):
       -> each touched group combined from its view row and the changes' own aggregates where that
          is exact (count, sum, min, max: mv/combine.py), the rest recomputed from the sources,
          restricted to their time ranges (Delta skips the other files) and keys
-      -> one MERGE into the view carrying the new state; late rows to <view>__late
-      -> a refresh history row
+      -> one commit into the view carrying the new state, which is also the refresh's history
+         row (mv_refresh_history); late rows to <view>__late
 The view's rows and its new state go in one Delta commit (mv/jvm/RefreshCommit.scala), which
 goes through only while the view's state is the one the refresh started from: a rerun after a
 crash, or a concurrent refresh, cannot apply a change twice (docs/design.md).
@@ -16,6 +16,8 @@ crash, or a concurrent refresh, cannot apply a change twice (docs/design.md).
 Example:
     >>> refresh.refresh(spark, "hourly_totals")
     Outcome(view='hourly_totals', technique='incremental', reason='CHANGES_ONLY', ...)
+
+A refresh that finds no source moved since the view's state commits nothing (reason NO_CHANGES).
 """
 from __future__ import annotations
 
@@ -24,7 +26,6 @@ import os
 import signal
 import time
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
@@ -33,14 +34,14 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from mv import catalog, errors, session_lateness, snapshots, watermark
+from mv import catalog, delta_tables, errors, session_lateness, snapshots, watermark
 from mv.catalog import View
 from mv.combine import Combination, combine
-from mv.history import in_history, pinned_targets, record_history, write_late_rows
+from mv.history import pinned_targets, write_late_rows
 from mv.plan import Plan, plan
 from mv.query import QueryInfo, describe, micros_sql, quote, sql_string, time_sql
 from mv.settings import session_settings
-from mv.state import USER_METADATA, RefreshState, Stored, stored
+from mv.state import REFRESH_ID_PROPERTY, USER_METADATA, RefreshState, Stored, stored
 
 MAX_RANGES = 64
 INFINITY = 2 ** 62  # µs: later than any time, and still room to add a gap
@@ -74,7 +75,7 @@ class Outcome:
     duration_s: float = 0.0
 
 
-KILL_POINTS = ("changes_read", "late_rows_written", "committed", "history_written")
+KILL_POINTS = ("changes_read", "late_rows_written", "committed")
 
 
 def checkpoint(step: str) -> None:
@@ -83,7 +84,7 @@ def checkpoint(step: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-PHASES = ("planning", "reading changes", "recomputing", "merging", "recording history")
+PHASES = ("planning", "reading changes", "recomputing", "merging")
 _watchers: list[Callable[[str, str], None]] = []
 
 
@@ -132,15 +133,6 @@ def _parse_interval(spark: SparkSession, text: str) -> int:
     return round(value.total_seconds() * 1_000_000)
 
 
-def source_version(spark: SparkSession, table: str) -> int:
-    return spark.sql(f"DESCRIBE HISTORY {table} LIMIT 1").first()["version"]
-
-
-def table_id(spark: SparkSession, table: str) -> str:
-    """The Delta table's id: a table dropped and created under the same name gets a new one."""
-    return spark.sql(f"DESCRIBE DETAIL {table}").first()["id"]
-
-
 @dataclass
 class _Run:
     """One refresh in progress: the view, what its query means, where it starts and ends."""
@@ -157,13 +149,7 @@ class _Run:
     overwrite: bool = False
     cached: list[DataFrame] = field(default_factory=list)
     pinned: dict[str, str] = field(default_factory=dict)  # source table -> its view at the target version
-    identities: tuple[Future, Future] | None = None  # of _identified (the view) and _source_ids, looked up beside
-
-    def identify(self) -> dict[str, str]:
-        """The sources' Delta table ids, once looked up; the view then carries its own."""
-        view, sources = self.identities
-        self.view = view.result()
-        return sources.result()
+    source_ids: dict[str, str] = field(default_factory=dict)  # Delta table ids, read with the target versions
 
     @property
     def columns(self) -> list[str]:
@@ -215,8 +201,8 @@ def refresh(spark: SparkSession, name: str, full: bool = False, _upstream_done: 
             if source not in done and upstream is not None:
                 done.add(source)
                 refresh(spark, upstream.definition.name, _upstream_done=done)
-        # Sources first: their ids are awaited before anything is written, the others' at their commits.
-        with snapshots.warming(work, [*info.source_tables, view.name, view.late_table, view.history_table]):
+        # The view's files, which a merge reads, are listed in the background meanwhile.
+        with snapshots.warming(work, [view.name]):
             return _refresh(work, view, info, full)
 
 
@@ -265,32 +251,31 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
     found = stored(spark, view.name, view.properties)
     previous = found.state
     refresh_id = (previous.refresh_id if previous else _last_refresh_id(spark, view) if found.lost else 0) + 1
-    with ThreadPoolExecutor(3, thread_name_prefix="mv-lookup") as lookups:
-        identities = (lookups.submit(_identified, spark, view, previous), lookups.submit(_source_ids, spark, info))
-        pinned = lookups.submit(pinned_targets, spark, view, refresh_id)
-        chosen, targets = _starting_point(spark, view, info, found, full, pinned)
-        if chosen.technique == "incremental" and any(v < previous.sources.get(s, -1) for s, v in targets.items()):
-            chosen = replace(chosen, technique="full", reason="SOURCE_REPLACED")  # dropped and created again
-        outcome = Outcome(view.name, chosen.technique, chosen.reason, refresh_id, targets, started_at=started)
-        run = _Run(spark, view, info, previous, targets, outcome, marker=found.marker, identities=identities)
-        try:
-            new_state = _recomputed(run, chosen.technique)
-            new_state = replace(new_state, source_ids=run.identify())
-            outcome.watermark = new_state.watermark
-            outcome.duration_s = round(time.time() - started, 3)
-            new_state = replace(new_state, metrics=_metrics(outcome))
-            _phase(view.name, "merging")
-            written = _commit(run, new_state)
-        finally:
-            for frame in run.cached:
-                frame.unpersist()
+    tables = delta_tables.lookup(spark, [view.name, *info.source_tables])  # read after `found`
+    view = replace(view, table_id=tables[view.name].id)
+    pinned = pinned_targets(spark, view, refresh_id)
+    targets = pinned or {s: tables[s].version for s in info.source_tables}
+    chosen = _chosen(spark, view, info, found, full)
+    if chosen.technique == "incremental" and any(v < previous.sources.get(s, -1) for s, v in targets.items()):
+        chosen = replace(chosen, technique="full", reason="SOURCE_REPLACED")  # dropped and created again
+    if chosen.technique == "incremental" and not pinned and targets == previous.sources:
+        return Outcome(view.name, "incremental", "NO_CHANGES", previous.refresh_id, targets, started_at=started,
+                       watermark=previous.watermark, duration_s=round(time.time() - started, 3))
+    outcome = Outcome(view.name, chosen.technique, chosen.reason, refresh_id, targets, started_at=started)
+    run = _Run(spark, view, info, previous, targets, outcome, marker=found.marker,
+               source_ids={s: tables[s].id for s in info.source_tables})
+    try:
+        new_state = replace(_recomputed(run, chosen.technique), source_ids=run.source_ids)
+        outcome.watermark = new_state.watermark
+        outcome.duration_s = round(time.time() - started, 3)
+        new_state = replace(new_state, metrics=_metrics(outcome))
+        _phase(view.name, "merging")
+        outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = _commit(run, new_state)
+    finally:
+        for frame in run.cached:
+            frame.unpersist()
     checkpoint("committed")
-    _phase(view.name, "recording history")
     outcome.duration_s = round(time.time() - started, 3)  # the statement's, its commit included
-    new_state = replace(new_state, metrics={**new_state.metrics, "duration_s": outcome.duration_s})
-    rows = record_history(spark, run.view, new_state, written)
-    outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = rows
-    checkpoint("history_written")
     return outcome
 
 
@@ -312,42 +297,21 @@ def _recomputed(run: _Run, technique: str) -> RefreshState:
     return _full(run)
 
 
-def _starting_point(spark: SparkSession, view: View, info: QueryInfo, found: Stored,
-                    full: bool, pinned: Future) -> tuple[Plan, dict[str, int]]:
-    """The technique and the source versions to read to of the refresh after `found`'s state: those
-    an interrupted attempt at it pinned (`pinned`, looked up meanwhile), if any, else the sources' latest."""
+def _chosen(spark: SparkSession, view: View, info: QueryInfo, found: Stored, full: bool) -> Plan:
+    """Incremental or full, and why (plan.py); a view whose state is lost says so."""
     if found.lost and not full:
         if view.definition.policy.startswith("INCREMENTAL"):
             raise errors.state_lost(view.name)
-        chosen = Plan("full", "STATE_LOST")
-    else:
-        chosen = plan(spark, view, info, found.state, full)
-    versions = {s: source_version(spark, s) for s in info.source_tables}  # read after `previous`
-    return chosen, pinned.result() or versions
+        return Plan("full", "STATE_LOST")
+    return plan(spark, view, info, found.state, full)
 
 
 def _last_refresh_id(spark: SparkSession, view: View) -> int:
-    """The highest refresh id the view's history and late rows name: a view whose state is lost
-    carries on after it, so the history and late-row appends, idempotent per refresh id, still land."""
-    found = [spark.sql(f"SELECT max(refresh_id) FROM {table}" + (f" WHERE view = {sql_string(view.name)}"
-                                                                  if table == view.history_table else "")).first()[0]
-             for table in (view.history_table, view.late_table) if spark.catalog.tableExists(table)]
-    return max(filter(None, found), default=0)
-
-
-def _identified(spark: SparkSession, view: View, previous: RefreshState | None) -> View:
-    """The view with its Delta table id; records `previous`'s history row if its refresh died
-    before writing it. Run beside the refresh's own work, as `_source_ids` is (`_Run.identify`):
-    an id waits for Delta to rebuild its table's state."""
-    view = replace(view, table_id=view.table_id or table_id(spark, view.name))
-    if previous is not None and not in_history(spark, view, previous.refresh_id):
-        record_history(spark, view, previous)  # the refresh that committed it died before writing history
-    return view
-
-
-def _source_ids(spark: SparkSession, info: QueryInfo) -> dict[str, str]:
-    """Each source's Delta table id (`_Run.identify`)."""
-    return {s: table_id(spark, s) for s in info.source_tables}
+    """The highest refresh id the view's properties and late rows name: a view whose state is lost
+    carries on after it, so late-row appends, idempotent per refresh id, still land."""
+    late = (spark.sql(f"SELECT max(refresh_id) FROM {view.late_table}").first()[0]
+            if spark.catalog.tableExists(view.late_table) else None)
+    return max(late or 0, int(view.properties.get(REFRESH_ID_PROPERTY) or 0))
 
 
 def _metrics(outcome: Outcome) -> dict:
@@ -383,7 +347,7 @@ class _SourceReplaced(Exception):
 def _check_sources(run: _Run) -> None:
     """Raise _SourceReplaced when a source's table id is not the one the previous refresh read:
     the changes read are not changes of what the view holds."""
-    if any(run.previous.source_ids.get(s, i) != i for s, i in run.identify().items()):
+    if any(run.previous.source_ids.get(s, i) != i for s, i in run.source_ids.items()):
         raise _SourceReplaced
 
 

@@ -28,7 +28,8 @@ from pyspark.sql import SparkSession
 
 from mv import errors
 from mv.catalog import View
-from mv.refresh import interval_micros, source_version
+from mv.delta_tables import lookup
+from mv.refresh import interval_micros
 from mv.state import read
 from mv.statements import tokenize
 
@@ -211,7 +212,7 @@ def due(spark: SparkSession, view: View, now: datetime, last_refresh: datetime |
     changed = False
     if parse(schedule).kind == "trigger":
         state = read(spark, view.name)
-        changed = state is None or any(source_version(spark, table) != version
+        changed = state is None or any(lookup(spark, [table])[table].version != version
                                        for table, version in state.sources.items())
     return is_due(schedule, now, last_refresh, time_zone=view.time_zone, sources_changed=changed,
                   interval=lambda text: timedelta(microseconds=interval_micros(spark, text)))

@@ -28,6 +28,10 @@ class MvSparkSessionExtension extends (SparkSessionExtensions => Unit) {
     WindowKind.all.foreach(kind => extensions.injectTableFunction(kind.registration))
     // mv_describe('query') tells the maintainer what a query means, from its analysed plan.
     extensions.injectTableFunction(QueryDescription.registration)
+    // mv_delta_tables('t', ...) gives tables' versions and ids from Delta's cached snapshots, not DESCRIBE.
+    extensions.injectTableFunction(DeltaTables.tablesRegistration)
+    // mv_refresh_history: the views' refreshes, read from their own commits (one commit per refresh).
+    extensions.injectTableFunction(DeltaTables.historyRegistration)
     // mv_substitute('query', 'source', 'replacement') runs a view's query over only some source rows.
     extensions.injectTableFunction(SourceSubstitution.registration)
     // Window function calls are bound as they are parsed (see WindowSqlParser) or, for plans not

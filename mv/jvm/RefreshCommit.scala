@@ -74,8 +74,7 @@ object RefreshCommit extends DeltaCommand {
   }
 
   def run(spark: SparkSession, spec: Spec): Seq[Row] = {
-    val table = spark.sessionState.catalog.getTableMetadata(
-      spark.sessionState.sqlParser.parseTableIdentifier(spec.view))
+    val table = DeltaTables.catalogTable(spark, spec.view)
     val log = DeltaLog.forTable(spark, table)
     try {
       log.withNewTransaction(Some(table)) { txn =>

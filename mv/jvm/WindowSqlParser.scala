@@ -11,8 +11,8 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
 import org.apache.spark.sql.types.{DataType, StructType}
 
 /**
- * Spark's parser, plus three things for window functions, and the refresh's own commit statement
- * ([[RefreshCommit]]).
+ * Spark's parser, plus three things for window functions, the refresh's own commit statement
+ * ([[RefreshCommit]]), and `mv_refresh_history` read as a table ([[DeltaTables]]).
  *
  * Window function calls are bound to a [[WindowTableFunctionCall]] as soon as a statement is
  * parsed ([[ResolveWindowTableFunctions.Bind]]), before any analyzer rule can misread their
@@ -34,7 +34,7 @@ class WindowSqlParser(delegate: ParserInterface) extends ParserInterface {
 
   override def parsePlan(sqlText: String): LogicalPlan =
     RefreshCommit.parse(sqlText, literal => delegate.parseExpression(literal).eval().toString)
-      .getOrElse(parseWindowed(sqlText))
+      .getOrElse(DeltaTables.asTableFunction(parseWindowed(sqlText)))
 
   private def parseWindowed(sqlText: String): LogicalPlan =
     EsperDataWindows.Bind(ResolveWindowTableFunctions.Bind(

@@ -1,0 +1,33 @@
+"""Delta tables' versions and ids, read from Delta's log by the extension (mv_delta_tables), not
+by DESCRIBE DETAIL or DESCRIBE HISTORY, which make Delta rebuild a table's state (a Spark job)
+to report figures a refresh does not need.
+
+Example:
+    >>> delta_tables.lookup(spark, ["bids", "hourly"])
+    {'bids': Table(version=7, id='5d3c...'), 'hourly': Table(version=12, id='9a01...')}
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+
+from mv.query import sql_string
+
+
+@dataclass(frozen=True)
+class Table:
+    version: int  # -1 for a table that is not a Delta table
+    id: str | None
+
+
+def lookup(spark: SparkSession, names: list[str]) -> dict[str, Table]:
+    """Each table's latest version and Delta table id, in one query."""
+    if not names:
+        return {}
+    rows = spark.sql(f"SELECT * FROM mv_delta_tables({', '.join(map(sql_string, names))})").collect()
+    return {row.name: Table(row.version, row.id) for row in rows}
+
+
+def version(spark: SparkSession, name: str) -> int:
+    return lookup(spark, [name])[name].version

@@ -1,0 +1,131 @@
+package io.mvengine
+
+import java.sql.Timestamp
+
+import scala.util.Try
+
+import com.fasterxml.jackson.databind.{JsonNode, ObjectMapper}
+
+import org.apache.spark.sql.Row
+import org.apache.spark.sql.catalyst.{FunctionIdentifier, TableIdentifier}
+import org.apache.spark.sql.catalyst.analysis.{UnresolvedRelation, UnresolvedTableValuedFunction}
+import org.apache.spark.sql.catalyst.catalog.CatalogTable
+import org.apache.spark.sql.catalyst.expressions.{AttributeReference, Expression, ExpressionInfo, Literal}
+import org.apache.spark.sql.catalyst.plans.logical.{LocalRelation, LogicalPlan}
+import org.apache.spark.sql.classic.SparkSession
+import org.apache.spark.sql.delta.{DeltaLog, DeltaTableUtils}
+import org.apache.spark.sql.types.{DataType, DoubleType, LongType, StringType, StructType, TimestampType}
+
+/**
+ * What the maintainer reads of Delta tables, from Delta's log and its cached snapshots instead of
+ * DESCRIBE round trips (which rebuild a table's state, a Spark job, to report what it does not need):
+ * {{{
+ *   SELECT * FROM mv_delta_tables('bids', 'hourly')      -- name, version, id: one row per table
+ *   SELECT * FROM mv_refresh_history                      -- every refresh of the database's views
+ *   SELECT * FROM mv_refresh_history('db', 'hourly')      -- one view's
+ * }}}
+ * A refresh's history row is its own commit of the view (mv/jvm/RefreshCommit.scala): the
+ * commit's userMetadata holds what the refresh did, its operation metrics the rows written, and
+ * its time ends the refresh's duration. `mv_refresh_history`, written as a table name, means the
+ * history of the views of the current database (or of the database it is qualified with).
+ */
+object DeltaTables {
+
+  val tablesFunction = "mv_delta_tables"
+  val historyFunction = "mv_refresh_history"
+  private val StateKey = "mv_state"
+
+  private def registration(name: String, usage: String, plan: Seq[String] => LogicalPlan)
+      : (FunctionIdentifier, ExpressionInfo, Seq[Expression] => LogicalPlan) = (
+    FunctionIdentifier(name),
+    new ExpressionInfo(getClass.getName, null, name, usage, ""),
+    (args: Seq[Expression]) => plan(args.map {
+      case l: Literal if l.dataType == StringType && l.value != null => l.toString
+      case _ => throw new IllegalArgumentException(s"$name takes string literals")
+    }))
+
+  def tablesRegistration: (FunctionIdentifier, ExpressionInfo, Seq[Expression] => LogicalPlan) =
+    registration(tablesFunction, s"$tablesFunction(table, ...) - Each Delta table's version and id.", tables)
+
+  def historyRegistration: (FunctionIdentifier, ExpressionInfo, Seq[Expression] => LogicalPlan) =
+    registration(historyFunction, s"$historyFunction([database[, view]]) - The refreshes of materialized views.",
+      history)
+
+  /** `mv_refresh_history` (or `db.mv_refresh_history`) used as a table: the table function instead. */
+  def asTableFunction(plan: LogicalPlan): LogicalPlan = plan.resolveOperatorsUp {
+    case r: UnresolvedRelation if r.multipartIdentifier.lastOption.exists(_.equalsIgnoreCase(historyFunction)) &&
+        r.multipartIdentifier.size <= 2 =>
+      UnresolvedTableValuedFunction(Seq(historyFunction), r.multipartIdentifier.dropRight(1).map(Literal(_)))
+  }
+
+  private def output(fields: (String, DataType)*): Seq[AttributeReference] =
+    fields.map { case (name, dataType) => AttributeReference(name, dataType)() }
+
+  /** A table of the session catalog by its name in SQL: `t`, `db.t` or `spark_catalog.db.t`. */
+  def catalogTable(spark: SparkSession, name: String): CatalogTable = {
+    val parts = spark.sessionState.sqlParser.parseMultipartIdentifier(name)
+    spark.sessionState.catalog.getTableMetadata(
+      TableIdentifier(parts.last, parts.dropRight(1).lastOption, parts.dropRight(2).lastOption))
+  }
+
+  private def tables(names: Seq[String]): LogicalPlan = {
+    val spark = SparkSession.active
+    val rows = names.map { name =>
+      val table = catalogTable(spark, name)
+      if (!DeltaTableUtils.isDeltaTable(table)) Row(name, -1L, null)
+      else {
+        val snapshot = DeltaLog.forTable(spark, table).update(catalogTableOpt = Some(table))
+        Row(name, snapshot.version, snapshot.metadata.id)
+      }
+    }
+    LocalRelation.fromExternalRows(output("name" -> StringType, "version" -> LongType, "id" -> StringType), rows)
+  }
+
+  val historySchema: StructType = new StructType()
+    .add("view", StringType).add("refresh_id", LongType).add("started_at", TimestampType)
+    .add("duration_s", DoubleType).add("technique", StringType).add("reason", StringType)
+    .add("source_versions", StringType).add("rows_read", LongType).add("rows_inserted", LongType)
+    .add("rows_updated", LongType).add("rows_deleted", LongType).add("late_rows", LongType)
+    .add("watermark_micros", LongType)
+
+  private def history(args: Seq[String]): LogicalPlan = {
+    val spark = SparkSession.active
+    val catalog = spark.sessionState.catalog
+    val database = args.headOption.getOrElse(catalog.getCurrentDatabase)
+    val names = args.lift(1).map(v => Seq(TableIdentifier(v, Some(database))))
+      .getOrElse(catalog.listTables(database).filterNot(t => catalog.isTempView(t)))
+    val rows = names.flatMap(ident => Try(catalog.getTableMetadata(ident)).toOption)
+      .filter(DeltaTableUtils.isDeltaTable)
+      .map(table => table -> DeltaLog.forTable(spark, table))  // a view's definition is a Delta property
+      .filter { case (table, log) => log.update(catalogTableOpt = Some(table)).metadata.configuration
+        .contains("mv.definition") }
+      .flatMap { case (table, log) => refreshes(table, log) }
+    LocalRelation.fromExternalRows(output(historySchema.fields.map(f => f.name -> f.dataType).toSeq: _*), rows)
+  }
+
+  /** The view's refresh commits, as history rows, oldest first. */
+  private def refreshes(view: CatalogTable, log: DeltaLog): Seq[Row] = {
+    val mapper = new ObjectMapper()
+    val commits = log.history.getHistory(None, Some(view)).reverse
+    commits.flatMap { commit =>
+      commit.userMetadata.filter(_.contains(StateKey)).flatMap(m => Try(mapper.readTree(m).get(StateKey)).toOption)
+        .filter(state => state != null && state.has("metrics") && state.get("metrics").has("technique"))
+        .map(state => row(view.identifier.table, state, commit.timestamp, commit.operationMetrics.getOrElse(Map.empty)))
+    }
+  }
+
+  private def row(view: String, state: JsonNode, committed: Timestamp, metrics: Map[String, String]): Row = {
+    val m = state.get("metrics")
+    val startedMs = (m.get("started_at").asDouble * 1000).round
+    def long(node: JsonNode, key: String): java.lang.Long =
+      Option(node.get(key)).filterNot(_.isNull).map(n => java.lang.Long.valueOf(n.asLong)).orNull
+    val (inserted, updated, deleted) =
+      if (metrics.contains("numTargetRowsInserted")) (metrics("numTargetRowsInserted").toLong,
+        metrics.getOrElse("numTargetRowsUpdated", "0").toLong, metrics.getOrElse("numTargetRowsDeleted", "0").toLong)
+      else (metrics.getOrElse("numOutputRows", "0").toLong, 0L, 0L)
+    Row(view, state.get("refresh_id").asLong, new Timestamp(startedMs),
+      math.max(0L, committed.getTime - startedMs) / 1000.0, m.get("technique").asText, m.get("reason").asText,
+      new ObjectMapper().writeValueAsString(state.get("sources")), long(m, "rows_read"), inserted, updated,
+      deleted, long(m, "late_rows"), long(state, "watermark"))
+  }
+}
