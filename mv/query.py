@@ -65,6 +65,11 @@ class QueryInfo:
     def source_tables(self) -> list[str]:
         return [s["table"] for s in self.sources if s.get("table")]
 
+    @property
+    def upstream_views(self) -> list[str]:
+        """The sources that are materialized views themselves."""
+        return [s["table"] for s in self.sources if s.get("table") and s.get("materialized_view")]
+
 
 def quote(name: str) -> str:
     """`name` as a SQL identifier."""

@@ -196,14 +196,11 @@ def refresh(spark: SparkSession, name: str, full: bool = False, _upstream_done: 
     done = _upstream_done if _upstream_done is not None else set()
     with _own_session(spark, view) as work:
         info = _describe(work, view)
-        for source in info.source_tables:
-            upstream = catalog.load(work, source)
-            if source not in done and upstream is not None:
+        for source in info.upstream_views:
+            if source not in done and (upstream := catalog.load(work, source)) is not None:
                 done.add(source)
                 refresh(spark, upstream.definition.name, _upstream_done=done)
-        # The view's files, which a merge reads, are listed in the background meanwhile.
-        with snapshots.warming(work, [view.name]):
-            return _refresh(work, view, info, full)
+        return _refresh(work, view, info, full)
 
 
 @contextmanager
@@ -264,16 +261,18 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
     outcome = Outcome(view.name, chosen.technique, chosen.reason, refresh_id, targets, started_at=started)
     run = _Run(spark, view, info, previous, targets, outcome, marker=found.marker,
                source_ids={s: tables[s].id for s in info.source_tables})
-    try:
-        new_state = replace(_recomputed(run, chosen.technique), source_ids=run.source_ids)
-        outcome.watermark = new_state.watermark
-        outcome.duration_s = round(time.time() - started, 3)
-        new_state = replace(new_state, metrics=_metrics(outcome))
-        _phase(view.name, "merging")
-        outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = _commit(run, new_state)
-    finally:
-        for frame in run.cached:
-            frame.unpersist()
+    # The view's files, which a merge reads, are listed in the background meanwhile.
+    with snapshots.warming(spark, [view.name]):
+        try:
+            new_state = replace(_recomputed(run, chosen.technique), source_ids=run.source_ids)
+            outcome.watermark = new_state.watermark
+            outcome.duration_s = round(time.time() - started, 3)
+            new_state = replace(new_state, metrics=_metrics(outcome))
+            _phase(view.name, "merging")
+            outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = _commit(run, new_state)
+        finally:
+            for frame in run.cached:
+                frame.unpersist()
     checkpoint("committed")
     outcome.duration_s = round(time.time() - started, 3)  # the statement's, its commit included
     return outcome

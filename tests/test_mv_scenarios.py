@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -141,6 +142,27 @@ def test_the_first_refresh_is_full_and_the_next_ones_read_only_the_changes(spark
     assert (outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted) == (0, 1, 0)
     assert rows(spark, view) == [("00:00", "00:10", "a", 2, 6), ("00:10", "00:20", "b", 1, 7)]
     assert history(spark, view) == [(1, "full", "FIRST_REFRESH"), (2, "incremental", "CHANGES_ONLY")]
+
+
+def test_a_refresh_is_one_commit_of_the_view_which_is_also_its_history_row(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4))
+    view = given.view(COUNTS.format(bids=bids))
+    before = version(spark, view)
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(2, 'a', '00:05', 2), bid(3, 'b', '00:12', 7))}")
+
+    started = time.time()
+    outcome = refresh(spark, view)
+    wall = time.time() - started
+
+    assert version(spark, view) == before + 1  # the rows, the state and the history row: one commit
+    row = spark.sql(f"SELECT * FROM mv_refresh_history WHERE view = '{view}' AND refresh_id = 2").first()
+    assert (row.technique, row.rows_read, row.rows_inserted, row.rows_updated) == ("incremental", 2, 1, 1)
+    state = json.loads(spark.sql(f"SHOW TBLPROPERTIES {view} ('mv.state')").first().value)
+    assert state["refresh_id"] == 2 and row.source_versions == json.dumps(state["sources"], separators=(",", ":"))
+    # The history's duration runs from the refresh's start to its commit, so it covers the
+    # statement but for what follows the commit.
+    assert state["metrics"]["duration_s"] <= row.duration_s <= wall
+    assert outcome.duration_s >= row.duration_s
 
 
 def test_a_refresh_with_nothing_new_changes_nothing(spark, given):

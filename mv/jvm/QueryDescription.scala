@@ -308,7 +308,8 @@ object QueryDescription extends PredicateHelper {
         val isDelta = r.relation.toString.contains("Delta") ||
           r.catalogTable.flatMap(_.provider).exists(_.equalsIgnoreCase("delta"))
         Some(Map("table" -> r.catalogTable.map(_.identifier.unquotedString).orNull,
-          "provider" -> (if (isDelta) "delta" else r.catalogTable.flatMap(_.provider).getOrElse("files"))))
+          "provider" -> (if (isDelta) "delta" else r.catalogTable.flatMap(_.provider).getOrElse("files")),
+          "materialized_view" -> (isDelta && r.catalogTable.exists(isMaterializedView))))
       case h: HiveTableRelation =>
         Some(Map("table" -> h.tableMeta.identifier.unquotedString, "provider" -> "hive"))
       case _: LocalRelation | _: OneRowRelation | _: Range => None
@@ -316,6 +317,11 @@ object QueryDescription extends PredicateHelper {
         reasons += "UNSUPPORTED_SOURCE"
         Some(Map("table" -> null, "provider" -> other.nodeName))
     }
+
+  /** Whether the Delta table is a materialized view: its definition is one of its Delta properties. */
+  private def isMaterializedView(table: org.apache.spark.sql.catalyst.catalog.CatalogTable): Boolean =
+    scala.util.Try(org.apache.spark.sql.delta.DeltaLog.forTable(SparkSession.active, table)
+      .update(catalogTableOpt = Some(table)).metadata.configuration.contains("mv.definition")).getOrElse(false)
 
   private def toJava(value: Any): Any = value match {
     case m: Map[_, _] => m.map { case (k, v) => k -> toJava(v) }.asJava

@@ -164,13 +164,12 @@ object RefreshCommit extends DeltaCommand {
       struct(columns.map(c => col(s"s.${quoted(c)}").as(c)): _*).as("__new"))
       .where("__action != 'none'").persist(StorageLevel.MEMORY_AND_DISK)
     try {
-      val touched = classified.where("__action IN ('update', 'delete')").select("__file").distinct()
-        .collect().map(_.getString(0)).toSeq
-      val tally = classified.groupBy(col("__action"), col("__file").isin(touched: _*).as("__touched"))
-        .agg(count(lit(1)), count(col("__in_source"))).collect()
-        .map(r => (r.getString(0), r.get(1) == true) -> (r.getLong(2), r.getLong(3))).toMap
-      def rowsOf(action: String, touchedOnly: Boolean = false): Long = tally.collect {
-        case ((a, inTouched), (n, _)) if a == action && (inTouched || !touchedOnly) => n }.sum
+      // One pass: rows per action and file, which gives both the files to rewrite and the metrics.
+      val perFile = classified.groupBy("__action", "__file").agg(count(lit(1)), count(col("__in_source"))).collect()
+        .map(r => (r.getString(0), Option(r.getString(1)), r.getLong(2), r.getLong(3))).toSeq
+      val touched = perFile.collect { case (a, Some(f), _, _) if a == "update" || a == "delete" => f }.distinct
+      def rowsOf(action: String, touchedOnly: Boolean = false): Long = perFile.collect {
+        case (a, file, n, _) if a == action && (!touchedOnly || file.exists(touched.contains)) => n }.sum
       val nameToFile = generateCandidateFileMap(log.dataPath, candidates)
       val removed = touched.map(f => getTouchedFile(log.dataPath, f, nameToFile).remove)
       val rewritten = classified.where(col("__action") === "insert" ||
@@ -180,7 +179,7 @@ object RefreshCommit extends DeltaCommand {
       val feed = touched.nonEmpty && CDCReader.isCDCEnabledOnTable(txn.metadata, spark)
       val written = txn.writeFiles(if (feed) withChangeFeed(data, classified, columns) else data)
       val counts = Counts(rowsOf("insert"), rowsOf("update"), rowsOf("delete"), rowsOf("keep", touchedOnly = true),
-        tally.values.map(_._2).sum, written.count(_.isInstanceOf[AddFile]).toLong, removed.size.toLong)
+        perFile.map(_._4).sum, written.count(_.isInstanceOf[AddFile]).toLong, removed.size.toLong)
       (written ++ removed, counts)
     } finally classified.unpersist()
   }
