@@ -21,7 +21,7 @@ demo: setup
 	$(PY) -m mv.demo
 
 test: setup
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=25
 
 # QUICK=1 make bench: every benchmark's --quick variant (1M rows or bids).
 bench: setup

@@ -105,13 +105,24 @@ def create(spark: SparkSession, statement: Create) -> tuple:
     layout = (f" PARTITIONED BY {d.partitioned_by}" if d.partitioned_by else "") + \
              (f" CLUSTER BY {d.cluster_by}" if d.cluster_by else "") + \
              (f" COMMENT {d.comment}" if d.comment else "")
-    extra = ", " + d.tblproperties.strip()[1:-1] if d.tblproperties else ""
-    spark.sql(f"CREATE TABLE {d.name} USING delta{layout} "
-              f"TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true', 'delta.enableDeletionVectors' = 'true'{extra}) "
+    spark.sql(f"CREATE TABLE {d.name} USING delta{layout} TBLPROPERTIES ({_properties(d.tblproperties)}) "
               f"AS SELECT * FROM ({d.query}) WHERE false")
     catalog.save(spark, View(d.name, d, spark.conf.get("spark.sql.session.timeZone")))
     outcome = refresh.refresh(spark, d.name)
     return (f"created {d.name}: {outcome.rows_inserted} rows",)
+
+
+# A view's change feed is what views reading it consume; deletion vectors make merges cheaper.
+VIEW_PROPERTIES = {"delta.enableChangeDataFeed": "true", "delta.enableDeletionVectors": "true"}
+
+
+def _properties(tblproperties: str | None) -> str:
+    """The view table's TBLPROPERTIES list: the statement's own (`(k = v, ...)`), and the engine's
+    defaults for the keys it does not set."""
+    given = tblproperties.strip()[1:-1] if tblproperties else ""
+    named = given.lower().replace("`", "").replace("'", "").replace('"', "")
+    defaults = [f"'{k}' = '{v}'" for k, v in VIEW_PROPERTIES.items() if k.lower() not in named]
+    return ", ".join(defaults + ([given] if given else []))
 
 
 def drop(spark: SparkSession, name: str, if_exists: bool = False) -> tuple:

@@ -165,6 +165,26 @@ def test_a_refresh_is_one_commit_of_the_view_which_is_also_its_history_row(spark
     assert outcome.duration_s >= row.duration_s
 
 
+@pytest.mark.parametrize("layout", ["PARTITIONED BY (item)", "CLUSTER BY (item)",
+                                    "TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')"])
+def test_a_partitioned_or_clustered_view_is_kept_exactly_with_its_change_feed(spark, given, layout):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "a", "00:03", 2), bid(3, "b", "00:12", 7))
+    view = given.view(COUNTS.format(bids=bids), layout)
+    before = version(spark, view)
+
+    spark.sql(f"DELETE FROM {bids} WHERE id = 3")
+    spark.sql(f"UPDATE {bids} SET price = 5 WHERE id = 2")
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(4, 'c', '00:25', 1))}")
+    outcome = refresh(spark, view)
+
+    assert outcome.technique == "incremental"
+    assert rows(spark, view) == full_query(spark, COUNTS.format(bids=bids)) == [
+        ("00:00", "00:10", "a", 2, 9), ("00:20", "00:30", "c", 1, 1)]
+    assert view_changes(spark, view, since=before) == [
+        ("delete", "00:10", "00:20", "b", 1), ("insert", "00:20", "00:30", "c", 1),
+        ("update_postimage", "00:00", "00:10", "a", 2), ("update_preimage", "00:00", "00:10", "a", 2)]
+
+
 def test_a_refresh_with_nothing_new_changes_nothing(spark, given):
     bids = given.bids(bid(1, "a", "00:01", 4))
     view = given.view(COUNTS.format(bids=bids))
