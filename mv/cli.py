@@ -36,7 +36,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import NumericType
 
-from mv import (api, catalog, chart, commands, config, deploy, dependencies, errors, refresh, schedule,
+from mv import (api, catalog, chart, commands, config, deploy, dependencies, errors, progress, refresh, schedule,
                 statements)
 from mv.errors import MvError
 
@@ -329,7 +329,7 @@ class Progress:
 
     def __enter__(self) -> Progress:
         if self.on:
-            self.watch = refresh.watching(self._entered)
+            self.watch = progress.watching(self._entered)
             self.watch.__enter__()
             self.thread = threading.Thread(target=self._draw, daemon=True)
             self.thread.start()

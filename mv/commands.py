@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from mv import catalog, errors, plan, refresh, statements
 from mv.catalog import View
-from mv.query import describe, sql_string
+from mv.query import describe, interval_micros, sql_string
 from mv.state import read
 from mv.statements import Create, Describe, Drop, Explain, Refresh, Show, SparkSql
 
@@ -77,7 +77,7 @@ def _validate(spark: SparkSession, statement: Create) -> None:
         if d.watermark_column.lower() not in [c.lower() for c in time_columns]:
             raise errors.watermark_column(d.name, d.watermark_column, time_columns)
     for interval in (d.watermark_delay, d.grace):
-        refresh.interval_micros(spark, interval)
+        interval_micros(spark, interval)
     if d.partitioned_by and d.cluster_by:
         raise errors.unsupported_combination("PARTITIONED BY and CLUSTER BY were both given", "Use one of them.")
     if d.policy == "INCREMENTAL STRICT":

@@ -33,7 +33,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from mv import api, chart, cli, config, dependencies, deploy, refresh
-from mv.query import describe, sql_string
+from mv.query import describe, interval_micros, sql_string
 
 CATALOG = Path(__file__).resolve().parent.parent / "catalog"
 DATABASE = "nexmark"
@@ -149,7 +149,7 @@ def _play(spark: SparkSession, site: Site, views: list[str], say, out: TextIO) -
     chart_view = api.MaterializedView.for_name(spark, CHART_VIEW)
     watermark = chart_view.history().collect()[-1].watermark_micros
     window = describe(spark, chart_view.definition.query).windows[0]
-    grace = refresh.interval_micros(spark, chart_view.definition.grace)
+    grace = interval_micros(spark, chart_view.definition.grace)
     rounds = []
     for number in range(1, site.size.rounds + 1):
         say(f"\nRound {number}, {site.play_round(number, watermark, window.size, grace)}")

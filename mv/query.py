@@ -12,7 +12,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
+
+from mv import errors
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,28 @@ def time_sql(micros: int | str, data_type: str) -> str:
     if data_type == "timestamp_ntz":
         return f"timestampadd(MICROSECOND, {micros}, TIMESTAMP_NTZ'1970-01-01 00:00:00')"
     return f"timestamp_micros({micros})"
+
+
+_INTERVALS: dict[str, int] = {}  # literal -> microseconds: Spark parses each literal once per process
+
+
+def interval_micros(spark: SparkSession, text: str | None) -> int:
+    """An interval literal of a statement (INTERVAL '5' MINUTES) in microseconds; 0 for None."""
+    if text is None:
+        return 0
+    if text not in _INTERVALS:
+        _INTERVALS[text] = _parse_interval(spark, text)
+    return _INTERVALS[text]
+
+
+def _parse_interval(spark: SparkSession, text: str) -> int:
+    try:
+        value = spark.sql(f"SELECT {text}").first()[0]
+    except AnalysisException as e:
+        raise errors.interval(text, str(e).splitlines()[0]) from None
+    if not hasattr(value, "total_seconds") or value.total_seconds() < 0:
+        raise errors.interval(text, "it is not a non-negative day-time interval")
+    return round(value.total_seconds() * 1_000_000)
 
 
 def describe(spark: SparkSession, query: str) -> QueryInfo:

@@ -29,7 +29,7 @@ from pyspark.sql import SparkSession
 from mv import errors
 from mv.catalog import View
 from mv.delta_tables import lookup
-from mv.refresh import interval_micros
+from mv.query import interval_micros
 from mv.state import read
 from mv.statements import tokenize
 

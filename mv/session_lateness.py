@@ -7,7 +7,7 @@ start one. So a change (at time t, key k) is late, and goes to <view>__late, whe
     t <= cut(k)                        it falls within gap of a final session of k, or before one
 
 where cut(k) is the latest end of k's final sessions (end + grace <= watermark). A change that is
-not late can then never reach a final session, so final sessions never change (DESIGN.md rule 12).
+not late can then never reach a final session, so final sessions never change (docs/design.md, rule 12).
 
 Late rows stay in the source, and may lie inside a session that is not final yet (a long one, a
 row more than gap + grace behind the watermark). Every recomputation therefore reads the source

@@ -1,4 +1,4 @@
-"""Watermarks and when windows close, in microseconds (DESIGN.md rules 10-12).
+"""Watermarks and when windows close, in microseconds (docs/design.md, rules 10-12).
 
 Watermark = max event time ever processed - delay; it never decreases. A window [start, end) is
 closed when watermark >= end - 1 µs, and final (no late row may change it) when

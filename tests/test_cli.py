@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import mv
-from mv import cli, refresh
+from mv import cli, progress, refresh
 from mv.errors import MvError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -304,11 +304,11 @@ def test_a_refresh_reports_each_phase_it_enters_to_whoever_watches(spark, given)
     view = given.view(source)
     given.insert(source, ("b", "00:02", 5))
     seen = []
-    with refresh.watching(lambda name, phase: seen.append((name, phase))):
+    with progress.watching(lambda name, phase: seen.append((name, phase))):
         refresh.refresh(spark, view)
-    assert seen == [(view, phase) for phase in refresh.PHASES]
+    assert seen == [(view, phase) for phase in progress.PHASES]
     refresh.refresh(spark, view)
-    assert len(seen) == len(refresh.PHASES)  # no longer watched
+    assert len(seen) == len(progress.PHASES)  # no longer watched
 
 
 def test_refresh_due_refreshes_only_the_views_their_schedule_says_are_due(run, given):

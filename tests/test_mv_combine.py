@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from mv import refresh as maintainer
+from mv import window_refresh
 from test_mv_scenarios import Catalog, bid, values
 
 TUMBLE = "TUMBLE(TABLE({bids}), DESCRIPTOR(ts), INTERVAL '10' MINUTES)"
@@ -21,7 +22,7 @@ TUMBLE = "TUMBLE(TABLE({bids}), DESCRIPTOR(ts), INTERVAL '10' MINUTES)"
 @pytest.fixture(autouse=True)
 def combine_any_windows(monkeypatch):
     """Windows are combined only when scattered over many runs of time; here, always."""
-    monkeypatch.setattr(maintainer, "COMBINE_AFTER_RUNS", 0)
+    monkeypatch.setattr(window_refresh, "COMBINE_AFTER_RUNS", 0)
 
 
 @pytest.fixture
@@ -146,7 +147,7 @@ def refreshed_closed(spark, view: str, query: str, closed_until: str) -> tuple[i
 
 def test_cumulative_windows_are_combined_even_when_recent(spark, given, monkeypatch):
     """A CUMULATE window reaches back to the start of its day: recomputing it would reread the day."""
-    monkeypatch.setattr(maintainer, "COMBINE_AFTER_RUNS", maintainer.MAX_RANGES)
+    monkeypatch.setattr(window_refresh, "COMBINE_AFTER_RUNS", window_refresh.MAX_RANGES)
     bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "a", "00:12", 7))
     query = (f"SELECT window_start, window_end, item, count(*) AS n, sum(price) AS total FROM "
              f"CUMULATE(TABLE({bids}), DESCRIPTOR(ts), INTERVAL '10' MINUTES, INTERVAL '30' MINUTES) "

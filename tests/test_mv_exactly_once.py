@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mv.refresh import KILL_POINTS
+from mv.progress import KILL_POINTS
 
 JOB = str(Path(__file__).with_name("crash_job.py"))
 

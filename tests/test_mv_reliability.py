@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import mv
-from mv import refresh
+from mv import progress
 from mv.errors import MvError
 
 QUERY = """SELECT item, window_start, window_end, count(*) AS n, sum(price) AS total
@@ -79,7 +79,7 @@ def test_a_row_written_to_a_source_during_a_refresh_is_counted_once(spark, sourc
         mv.sql(spark, statement)
         spark.sql(f"DELETE FROM {source} WHERE item = 'A'")  # its maximum retracted: recomputed
         statement = f"REFRESH MATERIALIZED VIEW {view}"
-    with refresh.watching(write_once):
+    with progress.watching(write_once):
         mv.sql(spark, statement)
     assert written
     mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}")

@@ -1,4 +1,4 @@
-"""The window functions on the reference documents' own examples, and on the edge cases DESIGN.md names.
+"""The window functions on the reference documents' own examples, and on the edge cases docs/design.md names.
 
 The documents' examples are fixture files in tests/fixtures/window_examples/: each holds the input
 tables and the queries as the document prints them, each query followed by the result the document
@@ -18,7 +18,7 @@ from pyspark.sql.types import DecimalType, IntegralType, StringType, TimestampNT
 
 FIXTURES = Path(__file__).parent / "fixtures" / "window_examples"
 
-# Flink prints window_time as window_end - 1 ms; ours is window_end - 1 microsecond (DESIGN.md rule 7).
+# Flink prints window_time as window_end - 1 ms; ours is window_end - 1 microsecond (docs/design.md rule 7).
 WINDOW_TIME_SHIFT = {"flink": dt.timedelta(microseconds=999)}
 
 

@@ -3,7 +3,7 @@
 Given random rows (ids, keys, times as TIMESTAMP_NTZ or as TIMESTAMP in UTC, before and after 1970,
 often exactly on window boundaries, some NULL) and random sizes, slides, steps, gaps and offsets
 (negative ones too), when windowed by the engine, then the multiset of (id, window_start,
-window_end, window_time) equals the one tests/window_reference.py derives from DESIGN.md rules 1-8.
+window_end, window_time) equals the one tests/window_reference.py derives from the window rules 1-8 of docs/design.md.
 """
 from __future__ import annotations
 

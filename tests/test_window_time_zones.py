@@ -1,6 +1,6 @@
 """TIMESTAMP windows align on wall-clock time in the session time zone; TIMESTAMP_NTZ on its value.
 
-DESIGN.md rule 9: a one-day window on a TIMESTAMP column runs from local midnight to local
+docs/design.md rule 9: a one-day window on a TIMESTAMP column runs from local midnight to local
 midnight (23 or 25 hours across daylight-saving changes), as Flink does for TIMESTAMP_LTZ.
 """
 from contextlib import contextmanager

@@ -1,4 +1,4 @@
-"""A pure-Python reference of the window rules in DESIGN.md ("Window semantics", rules 1-8).
+"""A pure-Python reference of the window rules of docs/design.md ("Window rules", 1-8).
 
 Times, sizes and offsets are integers in microseconds since 1970-01-01 00:00 (UTC for TIMESTAMP,
 the value itself for TIMESTAMP_NTZ). Each function is written from the rule it cites, not from the

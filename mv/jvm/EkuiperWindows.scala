@@ -90,7 +90,7 @@ object EkuiperWindows {
     if (calls.size > 1) throw WindowErrors.ekuiperMoreThanOne(calls.map(_.name))
     val c = calls.head
     val keys = a.groupingExpressions.filter(e => call(e).isEmpty)
-    // FILTER(WHERE ...) runs before windowing; a NULL event time drops the row (DESIGN.md rule 8).
+    // FILTER(WHERE ...) runs before windowing; a NULL event time drops the row (docs/design.md rule 8).
     val input = Filter(IsNotNull(c.time), c.filter.map(Filter(_, a.child)).getOrElse(a.child))
     c.name match {
       case "COUNTWINDOW" => countWindow(a, c, keys, input, framable)

@@ -12,7 +12,7 @@ import org.apache.spark.sql.types.{DataType, LongType, TimestampNTZType, Timesta
  * midnight, as in Flink's TIMESTAMP_LTZ. Zones with a fixed offset, UTC among them, need only a
  * shift; zones with daylight saving go through Spark's zone conversion.
  *
- * start(t) = t - floorMod(t - offset, step), DESIGN.md rule 2.
+ * start(t) = t - floorMod(t - offset, step), docs/design.md rule 2.
  */
 class WindowBounds(spec: WindowSpec, time: Expression) {
   private val dataType: DataType = time.dataType

@@ -1,0 +1,46 @@
+"""The sources' changes since a view's last refresh, from Delta's Change Data Feed, signed: +1 for
+an insert or update post-image, -1 for a delete or update pre-image.
+
+Example:
+    >>> frames = change_feed.read(run)     # {source table: its signed changes}, cached
+"""
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from mv.run import Run
+
+# How Delta says the change feed of a version range can no longer be read (not recorded, vacuumed, expired).
+CHANGE_FEED_GONE = ("DELTA_MISSING_CHANGE_DATA", "DELTA_CHANGE_DATA_FILE_NOT_FOUND",
+                    "DELTA_VERSIONS_NOT_CONTIGUOUS", "DELTA_FILE_NOT_FOUND", "VersionNotFound")
+
+
+class SourceReplaced(Exception):
+    """A source's Delta table id is not the one the previous refresh read: its versions start anew."""
+
+
+def check_sources(run: Run) -> None:
+    """Raise SourceReplaced when a source's table id is not the one the previous refresh read:
+    the changes read are not changes of what the view holds."""
+    if any(run.previous.source_ids.get(s, i) != i for s, i in run.source_ids.items()):
+        raise SourceReplaced
+
+
+class ChangeFeedGone(Exception):
+    def __init__(self, source: str, version: int):
+        super().__init__(source)
+        self.source, self.version = source, version
+
+
+def read(run: Run) -> dict[str, DataFrame]:
+    """Each source's changes since the version last processed, signed: +1 insert/postimage, -1 delete/preimage."""
+    changes = {}
+    for source, target in run.targets.items():
+        start = run.previous.sources.get(source, -1) + 1
+        if start <= target:
+            frame = (run.spark.read.format("delta").option("readChangeFeed", "true")
+                     .option("startingVersion", start).option("endingVersion", target).table(source))
+            changes[source] = frame.withColumn("__sign", F.when(
+                F.col("_change_type").isin("insert", "update_postimage"), 1).otherwise(-1)).cache()
+    return changes

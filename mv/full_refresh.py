@@ -1,0 +1,48 @@
+"""A full refresh: the view's query over its sources as of the refresh's versions, written
+keeping the rows' identity (so the view's change feed stays exact) and, under a watermark,
+leaving final windows as they are.
+
+Example:
+    >>> state = full_refresh.full(run)
+"""
+from __future__ import annotations
+
+from mv import session_refresh, writes
+from mv.query import interval_micros, micros_sql, quote, time_sql
+from mv.run import INFINITY, Run, advanced
+from mv.state import RefreshState
+
+def full(run: Run) -> tuple[RefreshState, writes.Write]:
+    """Recompute everything but final windows; the view keeps its rows' identity (MERGE), so its
+    change feed stays exact. The watermark carries on from the previous refresh: it never goes back,
+    and windows it made final keep their rows (their late changes are in __late)."""
+    spark, d, info, previous = run.spark, run.view.definition, run.info, run.previous
+    max_event = new_wm = None
+    where, keep_final = [], None
+    if info.windows and info.window_start:
+        t, end = run.time_type, quote(info.window_end)
+        times = [spark.sql(f"SELECT max({micros_sql(quote(w.time_column), t)}) FROM {run.source(w.sources[0])}")
+                 .first()[0]
+                 for w in info.windows if len(w.sources) == 1
+                 and w.time_column.lower() in {c.lower() for c in spark.table(w.sources[0]).columns}]
+        max_event, new_wm = advanced(run, times)
+        if d.watermark_column:
+            old_wm = previous.watermark if previous else None
+            if old_wm is not None:  # final: old_wm >= window_end + grace
+                keep_final = f"{end} > {time_sql(old_wm - interval_micros(spark, d.grace), t)}"
+                where.append(keep_final)
+        if d.emit == "WINDOW CLOSE":
+            where.append(f"{end} <= {time_sql(new_wm + 1 if new_wm is not None else -INFINITY, t)}")
+    query, open_from = run.query, None
+    if session_refresh.late_sessions(run):
+        query, open_from = session_refresh.full_sessions(run, new_wm)
+    recomputed = spark.sql(f"SELECT * FROM ({query})" + (f" WHERE {' AND '.join(where)}" if where else ""))
+    if info.window_start:  # written in time order, so later merges skip the view's other files
+        recomputed = recomputed.repartitionByRange(quote(info.window_start))
+    if info.group_by is not None:
+        write = writes.merge(run, recomputed, None, delete_missing=f"t.{keep_final}" if keep_final else True)
+    elif keep_final:  # rows of final windows stay as they are
+        write = writes.replace_rows(run, "t." + " AND t.".join(where))
+    else:
+        write = writes.overwrite(recomputed)
+    return RefreshState(run.outcome.refresh_id, dict(run.targets), max_event, new_wm, open_from=open_from), write

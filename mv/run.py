@@ -1,0 +1,110 @@
+"""One refresh in progress (`Run`) and what it did (`Outcome`): the view, what its query means,
+the source versions it reads to, and the helpers every strategy shares (the max event time and
+watermark a refresh reaches, where closed windows end, a source's time column type).
+
+Example:
+    >>> run.query_over({"bids": "affected_bids"})   # the view's query over just those bid rows
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+
+from mv import watermark
+from mv.catalog import View
+from mv.query import QueryInfo, interval_micros, sql_string
+from mv.state import RefreshState
+
+@dataclass
+class Outcome:
+    """What one refresh did, as REFRESH answers it (its commit's history row says the same)."""
+    view: str
+    technique: str
+    reason: str
+    refresh_id: int = 0
+    source_versions: dict = field(default_factory=dict)
+    rows_read: int = 0
+    rows_inserted: int = 0
+    rows_updated: int = 0
+    rows_deleted: int = 0
+    late_rows: int = 0
+    groups_combined: int = 0
+    groups_recomputed: int = 0
+    watermark: int | None = None
+    started_at: float = 0.0
+    duration_s: float = 0.0
+
+
+INFINITY = 2 ** 62  # µs: later than any time, and still room to add a gap
+
+
+@dataclass
+class Run:
+    """One refresh in progress: the view, what its query means, where it starts and ends."""
+    spark: SparkSession
+    view: View
+    info: QueryInfo
+    previous: RefreshState | None
+    targets: dict[str, int]
+    outcome: Outcome
+    temp: str = field(default_factory=lambda: "__mv_" + uuid.uuid4().hex[:12])
+    marker: str | None = None  # the view's mv.refresh_id property the refresh started from
+    cached: list[DataFrame] = field(default_factory=list)
+    pinned: dict[str, str] = field(default_factory=dict)  # source table -> its view at the target version
+    source_ids: dict[str, str] = field(default_factory=dict)  # Delta table ids, read with the target versions
+
+    @property
+    def columns(self) -> list[str]:
+        return [c["name"] for c in self.info.output]
+
+    @property
+    def time_type(self) -> str:
+        return next(c["type"] for c in self.info.output if c["window_role"] == "window_start")
+
+    def temp_view(self, df: DataFrame, suffix: str) -> str:
+        name = f"{self.temp}_{suffix}"
+        df.createOrReplaceTempView(name)
+        return name
+
+    def source(self, table: str) -> str:
+        """A temporary view of the source `table` as of the version this refresh reads to. A row a
+        writer adds while the refresh runs belongs to the next refresh, which reads it from the
+        change feed: read here too, it would be counted twice."""
+        if table not in self.pinned:
+            frame = self.spark.sql(f"SELECT * FROM {table} VERSION AS OF {self.targets[table]}")
+            self.pinned[table] = self.temp_view(frame, f"source_{len(self.pinned)}")
+        return self.pinned[table]
+
+    @property
+    def query(self) -> str:
+        """The view's query over its sources as of this refresh's versions (`source`)."""
+        return self.query_over({})
+
+    def query_over(self, replaced: dict[str, str]) -> str:
+        """The view's query reading each source in `replaced` from the view named there, and the
+        others as of this refresh's versions."""
+        pairs = [x for table in self.info.source_tables for x in (table, replaced.get(table) or self.source(table))]
+        return "SELECT * FROM mv_substitute(" + ", ".join(
+            sql_string(x) for x in [self.view.definition.query] + pairs) + ")"
+
+
+def advanced(run: Run, latest: list[int | None]) -> tuple[int | None, int | None]:
+    """The max event time after the previous refresh's and the new event times `latest` (None for
+    none), and the watermark it brings (None without a WATERMARK): neither ever goes back."""
+    previous, d = run.previous, run.view.definition
+    max_event = max(filter(None, latest + [previous.max_event_time if previous else None]), default=None)
+    if not d.watermark_column:
+        return max_event, None
+    return max_event, watermark.advance(previous.watermark if previous else None, max_event,
+                                        interval_micros(run.spark, d.watermark_delay))
+
+
+def closed_bound(run: Run) -> int:
+    return run.previous.watermark if run.previous.watermark is not None else -INFINITY
+
+
+def source_time_type(run: Run, w) -> str:
+    return next(f.dataType.simpleString() for f in run.spark.table(w.sources[0]).schema
+                if f.name.lower() == w.time_column.lower())

@@ -1,0 +1,282 @@
+"""SESSION windows: the regions of time and keys the changes can reach, and the sessions
+recomputed from just their rows; joined sessions; sessions under a watermark with late changes
+set aside (mv/session_lateness.py).
+
+Example:
+    >>> state = session_refresh.refresh_sessions(run, "changes_0", state)
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from mv import progress, session_lateness, watermark, writes
+from mv.history import write_late_rows
+from mv.query import interval_micros, micros_sql, quote, time_sql
+from mv.run import INFINITY, Run, advanced, source_time_type
+from mv.state import RefreshState
+
+def refresh_sessions(run: Run, changes: str, state: RefreshState) -> tuple[RefreshState, writes.Write]:
+    """SESSION: recompute the sessions of the regions the changes can reach, from just their rows.
+
+    Per key, a region joins each changed row's [t - gap, t + gap] with every session of the view
+    it touches. In the view's (previous) sessions consecutive rows of different sessions are more
+    than gap apart, so no row outside a region can join a session inside it: recomputing from the
+    region's rows alone gives the exact new sessions. Under a watermark, late changes are set aside
+    first (mv/session_lateness.py); under EMIT ON WINDOW CLOSE the sessions not yet in the view,
+    every row from `state.open_from` on, form a region of their own.
+
+    Under EMIT ON WINDOW CLOSE, when every session in the view is final (`session_lateness.
+    settled`: always so without GRACE, but for an end 1 µs past the watermark), no change that is
+    not late reaches one: the regions need not read the view, a recomputed session closed before
+    is one the view holds as it is (or a part of one, cut at `open_from`), and the sessions
+    closing for the first time are appended, not merged.
+    """
+    spark, w, info = run.spark, run.info.windows[0], run.info
+    open_from, settled = None, False
+    if late_sessions(run):
+        state, changes = session_watermark(run, changes)
+        if run.view.definition.emit == "WINDOW CLOSE":
+            open_from = run.previous.open_from if run.previous.open_from is not None else -INFINITY
+            settled = session_lateness.settled(run, run.previous.watermark,
+                                               interval_micros(spark, run.view.definition.grace))
+    keys, source = [quote(k) for k in w.partition_by], info.source_tables[0]
+    match = " AND ".join([f"a.{k} <=> b.{k}" for k in keys] or ["true"])
+    regions = session_regions(run, changes, open_from, touching_view=not settled)
+    low, high = spark.sql(f"SELECT min(lo), max(hi) FROM {regions}").first()
+    if low is None:
+        return state, writes.STATE_ONLY
+    within = " AND ".join([f"a.{quote(w.time_column)} >= {time_sql(low, run.time_type)}"] * (low > -INFINITY)
+                          + [f"a.{quote(w.time_column)} <= {time_sql(high, run.time_type)}"] * (high < INFINITY))
+    # Late changes are undone in the whole source, so the regions select from what that leaves
+    # (their time range still reaches the Delta scan).
+    effective = session_lateness.without_late(run, run.source(source)) if late_sessions(run) else run.source(source)
+    # LEFT SEMI JOIN, not EXISTS: Spark decorrelates this EXISTS into a nested-loop join of every
+    # distinct time with every region (the range alone), then matches keys; the join hashes the keys.
+    time_us = micros_sql(f"a.{quote(w.time_column)}", run.time_type)
+    rows = run.temp_view(spark.sql(
+        f"SELECT a.* FROM {effective} a LEFT SEMI JOIN {regions} b "
+        f"ON {match} AND {time_us} BETWEEN b.lo AND b.hi WHERE {within or 'true'}"), "session_rows")
+    recomputed = spark.sql(run.query_over({source: rows}))
+    end = quote(info.window_end)
+    if open_from is not None:
+        recomputed = recomputed.cache()
+        run.cached.append(recomputed)
+        state = replace(state, open_from=session_lateness.open_from(
+            run, run.temp_view(recomputed, "recomputed"), state.watermark))
+        recomputed = recomputed.where(watermark.closed_sql(end, state.watermark, run.time_type))
+    if settled:  # only sessions closing for the first time are new to the view
+        closed = watermark.closed_sql(end, run.previous.watermark, run.time_type)
+        return state, writes.append(recomputed.where(f"NOT ({closed})"))
+    if info.group_by is None:
+        return state, replace_sessions(run, recomputed, regions, (low, high))
+    start, t = f"a.{quote(info.window_start)}", run.time_type
+    current = spark.sql(f"SELECT a.* FROM {run.view.name} a LEFT SEMI JOIN {regions} b ON {match} "
+                        f"AND {micros_sql(start, t)} >= b.lo AND {micros_sql('a.' + end, t)} - {w.size} <= b.hi")
+    return state, writes.merge(run, recomputed, current)
+
+
+def session_regions(run: Run, changes: str, open_from: int | None, touching_view: bool) -> str:
+    """A temporary view (keys, lo, hi): per key, the merged spans of the changed rows widened by
+    gap, of the rows from `open_from` on (if not None), and, if `touching_view`, of the view's
+    sessions those reach (`refresh_sessions`)."""
+    w, info, t = run.info.windows[0], run.info, run.time_type
+    gap, keys = w.size, [quote(k) for k in w.partition_by]
+
+    def us(column: str, alias: str = "") -> str:
+        return micros_sql(f"{alias}{quote(column)}", t)
+
+    match = " AND ".join([f"a.{k} <=> b.{k}" for k in keys] or ["true"])
+    a_keys = "".join(f"a.{k}, " for k in keys)
+    keys_ = "".join(f"{k}, " for k in keys)
+    still_open = "" if open_from is None else (  # every key with a row where open sessions may be
+        f" UNION SELECT DISTINCT {keys_}{open_from} AS lo, {INFINITY} AS hi FROM {run.source(info.source_tables[0])} "
+        f"WHERE {quote(w.time_column)} >= {time_sql(open_from, t)}")
+    touched = "" if not touching_view else f"""
+        touched AS (SELECT DISTINCT {a_keys}{us(info.window_start, "a.")} AS lo,
+                           {us(info.window_end, "a.")} - {gap} AS hi
+                    FROM {run.view.name} a JOIN changed b ON {match}
+                    WHERE {us(info.window_start, "a.")} <= b.hi + {gap} AND {us(info.window_end, "a.")} >= b.lo),"""
+    return run.temp_view(run.spark.sql(f"""
+        WITH changed AS (SELECT DISTINCT {keys_}{us(w.time_column)} AS lo, {us(w.time_column)} AS hi
+                         FROM {changes} WHERE {quote(w.time_column)} IS NOT NULL{still_open}),{touched}
+        spans AS (SELECT {keys_}lo - {gap} AS lo, hi + {gap} AS hi FROM changed
+                  {f"UNION ALL SELECT {keys_}lo, hi FROM touched" if touching_view else ""}),
+        {merged_spans(keys)}""").localCheckpoint(), "regions")  # not cached: it reads the view (combine.py)
+
+
+def session_watermark(run: Run, changes: str) -> tuple[RefreshState, str]:
+    """The state after the changes (event time, watermark) and the changes that are not late;
+    the late ones written to the late table and counted."""
+    d, previous = run.view.definition, run.previous
+    grace = interval_micros(run.spark, d.grace)
+    on_time, late_view, late, latest = session_lateness.split(run, changes, previous.watermark, grace)
+    if late:
+        write_late_rows(run.spark, run.view, run.spark.table(late_view), run.outcome.refresh_id, run.targets)
+        run.outcome.late_rows += late
+    progress.checkpoint("late_rows_written")
+    return RefreshState(run.outcome.refresh_id, dict(run.targets), *advanced(run, [latest])), on_time
+
+
+def merged_spans(keys: list[str]) -> str:
+    """SQL after a CTE `spans` (keys, lo, hi): per key, the spans that overlap or touch merged.
+
+    Example: spans a [1, 5], a [4, 9], a [12, 13] give a [1, 9] and a [12, 13].
+    """
+    keys_ = "".join(f"{k}, " for k in keys)
+    partition = f"PARTITION BY {', '.join(keys)}" if keys else ""
+    return f"""marked AS (SELECT *, CASE WHEN lo <= max(hi) OVER ({partition} ORDER BY lo, hi
+                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) THEN 0 ELSE 1 END AS starts FROM spans),
+        grouped AS (SELECT *, sum(starts) OVER ({partition} ORDER BY lo, hi ROWS UNBOUNDED PRECEDING) AS grp
+                    FROM marked)
+        SELECT {keys_}min(lo) AS lo, max(hi) AS hi FROM grouped GROUP BY {keys_}grp"""
+
+
+# Half-widths, in gaps, of the spans around the changes searched for the sessions they reach;
+# None: all time (always enough).
+SESSION_SEARCH = (4, 256, None)
+
+
+def refresh_session_join(run: Run, changes: dict[str, str]) -> writes.Write:
+    """Joined SESSION windows: recompute both sides' sessions in the regions the changes reach.
+
+    A joined row is one left and one right session of a key, overlapping in time. The regions are
+    sessions over U, every row either side has now or had before (current rows and retracted ones):
+    each side's old and new sessions lie inside one session of U, and a U-session without a changed
+    row is the same before and after, and so are both sides' sessions in it. So the view's rows
+    whose session lies in a U-session holding a change are replaced by the query recomputed over
+    just those U-sessions' rows, which are exact there: no row of either side is within gap of them.
+    """
+    found = joined_session_regions(run, changes)
+    if found is None:
+        return writes.STATE_ONLY
+    regions, span = found
+    sides = {w.sources[0]: w for w in run.info.windows}
+    recomputed = run.spark.sql(run.query_over(
+        {source: rows_in_regions(run, w, regions, span, i) for i, (source, w) in enumerate(sides.items())}))
+    return replace_sessions(run, recomputed, regions, span)
+
+
+def rows_in_regions(run: Run, w, regions: str, span: tuple[int, int] | None, side: int) -> str:
+    """A temporary view of `w`'s source rows whose key and time are in one of `regions`."""
+    keys, t = [quote(k) for k in w.partition_by], source_time_type(run, w)
+    us = micros_sql(f"a.{quote(w.time_column)}", t)
+    match = " AND ".join([f"a.{k} <=> b.{k}" for k in keys] + [f"{us} BETWEEN b.lo AND b.hi"])
+    where = (f" WHERE a.{quote(w.time_column)} BETWEEN {time_sql(span[0], t)} AND {time_sql(span[1], t)}"
+             if span else "")  # a constant range on the time column: Delta skips other files
+    rows = run.spark.sql(f"SELECT a.* FROM {run.source(w.sources[0])} a LEFT SEMI JOIN {regions} b ON {match}{where}")
+    return run.temp_view(rows, f"side_{side}_rows")
+
+
+def joined_session_regions(run: Run, changes: dict[str, str]) -> tuple[str, tuple[int, int] | None] | None:
+    """The U-sessions (`refresh_session_join`) holding a change, per key, as a view (keys, lo, hi)
+    with their overall time span; None without changes.
+
+    U's sessions are computed over its rows within spans around the changes, which is exact for
+    those with no row of U within gap of a span's edge; the spans widen until every session holding
+    a change is one of those (SESSION_SEARCH).
+    """
+    spark, w0 = run.spark, run.info.windows[0]
+    keys = [quote(k) for k in w0.partition_by]
+    keys_ = "".join(f"{k}, " for k in keys)
+    sides = list({w.sources[0]: w for w in run.info.windows}.values())
+    frame = spark.sql(" UNION ".join(
+        f"SELECT {keys_}{micros_sql(quote(w.time_column), source_time_type(run, w))} AS t FROM {changes[w.sources[0]]} "
+        f"WHERE {quote(w.time_column)} IS NOT NULL" for w in sides if w.sources[0] in changes)).cache()
+    run.cached.append(frame)
+    changed = run.temp_view(frame, "changed")
+    low, high = spark.sql(f"SELECT min(t), max(t) FROM {changed}").first()
+    if low is None:
+        return None
+    for width in SESSION_SEARCH:
+        spans = run.temp_view(spark.sql(
+            f"WITH spans AS (SELECT {keys_}t - {width * w0.size if width else INFINITY} AS lo, "
+            f"t + {width * w0.size if width else INFINITY} AS hi FROM {changed}), {merged_spans(keys)}"), "spans")
+        span = (low - width * w0.size, high + width * w0.size) if width else None
+        sessions = sessions_of_u(run, sides, changed, spans, span)
+        frame = spark.sql(f"SELECT * FROM {sessions} WHERE changes > 0").cache()
+        run.cached.append(frame)
+        holding = run.temp_view(frame, "holding")
+        if width is None or not spark.sql(f"SELECT 1 FROM {holding} WHERE first - {w0.size} < lo "
+                                          f"OR last + {w0.size} > hi LIMIT 1").collect():
+            break
+    regions = run.temp_view(spark.sql(f"SELECT {keys_}first AS lo, last AS hi FROM {holding}"), "regions")
+    bounds = spark.sql(f"SELECT min(lo), max(hi) FROM {regions}").first()
+    return regions, (bounds[0], bounds[1])
+
+
+def sessions_of_u(run: Run, sides, changed: str, spans: str, span: tuple[int, int] | None) -> str:
+    """A temporary view: U's sessions within each of `spans` (keys, lo, hi, first, last, changes)."""
+    keys = [quote(k) for k in run.info.windows[0].partition_by]
+    keys_ = "".join(f"{k}, " for k in keys)
+    match = " AND ".join([f"u.{k} <=> s.{k}" for k in keys] + ["u.t BETWEEN s.lo AND s.hi"])
+    rows = []
+    for w in sides:
+        t = source_time_type(run, w)
+        where = (f" WHERE {quote(w.time_column)} BETWEEN {time_sql(span[0], t)} AND {time_sql(span[1], t)}"
+                 if span else "")
+        rows.append(f"SELECT {keys_}{micros_sql(quote(w.time_column), t)} AS t, 0 AS changed "
+                    f"FROM {run.source(w.sources[0])}{where}")
+    rows.append(f"SELECT {keys_}t, 1 AS changed FROM {changed}")  # the retracted rows among them
+    partition, gap = ", ".join(keys + ["lo"]), run.info.windows[0].size
+    return run.temp_view(run.spark.sql(f"""
+        WITH u AS ({' UNION ALL '.join(rows)}),
+        inside AS (SELECT /*+ BROADCAST(s) */ u.*, s.lo, s.hi FROM u JOIN {spans} s ON {match}),
+        marked AS (SELECT *, CASE WHEN t - lag(t) OVER (PARTITION BY {partition} ORDER BY t) <= {gap}
+                   THEN 0 ELSE 1 END AS starts FROM inside),
+        numbered AS (SELECT *, sum(starts) OVER (PARTITION BY {partition} ORDER BY t ROWS UNBOUNDED PRECEDING) AS sid
+                     FROM marked)
+        SELECT {keys_}lo, hi, min(t) AS first, max(t) AS last, sum(changed) AS changes
+        FROM numbered GROUP BY {keys_}lo, hi, sid"""), "u_sessions")
+
+
+def replace_sessions(run: Run, recomputed: DataFrame, regions: str, span: tuple[int, int]) -> writes.Write:
+    """Rows over SESSION (Top-N, deduplication) and joined sessions: one MERGE deletes the view's
+    rows whose session lies in a region and inserts the regions' recomputed rows; exact for
+    duplicates, as no new row matches.
+
+    The regions join as source rows matching the view's rows to delete: per key they are disjoint,
+    so each view row matches at most one (Delta allows no more), and unlike a subquery in a
+    NOT MATCHED BY SOURCE condition the join hashes the keys.
+
+    Example: regions [("a", 00:01, 00:12)] delete a's rows of 00:01-00:17 (gap 5) and insert a's
+    rows recomputed from its bids of 00:01-00:12.
+    """
+    w, t, gap = run.info.windows[0], run.time_type, run.info.windows[0].size
+    start, end = quote(run.info.window_start), quote(run.info.window_end)
+    keys = [quote(k) for k in w.partition_by]
+    marked = run.spark.table(regions).selectExpr(*keys, "lo AS __lo", "hi AS __hi", "'region' AS __op")
+    source = recomputed.withColumn("__op", F.lit("insert")).unionByName(marked, allowMissingColumns=True)
+    on = " AND ".join([f"t.{k} <=> s.{k}" for k in keys] + [
+        "s.__op = 'region'", f"{micros_sql('t.' + start, t)} >= s.__lo",
+        f"{micros_sql('t.' + end, t)} - {gap} <= s.__hi",  # the session's last row
+        f"t.{start} >= {time_sql(span[0], t)} AND t.{start} <= {time_sql(span[1], t)}"])
+    return writes.delete_matched_insert_rest(run, source, on, span)
+
+
+def late_sessions(run: Run) -> bool:
+    """Whether the view keeps sessions under a watermark, late rows set aside (the kind plan.py
+    lets refresh incrementally: one grouped SESSION)."""
+    windows, d = run.info.windows, run.view.definition
+    return (bool(d.watermark_column) and len(windows) == 1 and windows[0].kind == "SESSION"
+            and run.info.group_by is not None)
+
+
+def full_sessions(run: Run, new_wm: int | None) -> tuple[str, int | None]:
+    """SESSION under a watermark, recomputed in full: the query over the source with the late
+    changes undone and without the rows final sessions hold back (those stay as the view has them),
+    and under EMIT ON WINDOW CLOSE where the earliest session still open starts."""
+    source, previous = run.info.source_tables[0], run.previous
+    rows = session_lateness.without_late(run, run.source(source))
+    if previous is not None and previous.watermark is not None:
+        rows = session_lateness.after_final(run, rows, previous.watermark,
+                                            interval_micros(run.spark, run.view.definition.grace))
+    query = run.query_over({source: rows})
+    if run.view.definition.emit != "WINDOW CLOSE":
+        return query, None
+    sessions = run.spark.sql(query).cache()  # computed once: for where open ones start, and for the MERGE
+    run.cached.append(sessions)
+    name = run.temp_view(sessions, "all_sessions")
+    return f"SELECT * FROM {name}", session_lateness.open_from(run, name, new_wm)

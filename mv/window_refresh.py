@@ -1,0 +1,238 @@
+"""Windows and groups: the windows the changes touch (the view's own window function applied to
+the changes), which of them are late, closed or final, and their new rows, recomputed from the
+source over their time ranges or combined from the view's rows and the changes (mv/combine.py).
+
+Example:
+    >>> state = window_refresh.refresh_windows(run, {"bids": "changes_0"})
+"""
+from __future__ import annotations
+
+import json
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from mv import progress, watermark, writes
+from mv.combine import Combination, combine
+from mv.history import write_late_rows
+from mv.query import interval_micros, micros_sql, quote, time_sql
+from mv.run import Run, advanced, closed_bound
+from mv.state import RefreshState
+
+# Affected windows are recomputed over at most this many time ranges (the closest ones joined).
+MAX_RANGES = 64
+# Groups recomputed after combining lie in at most this many time ranges: each source row is tested
+# against every range, and at 10M rows 64 ranges cost 27 s where the whole recomputation took 2.6 s.
+NEEDED_RANGES = 4
+# Affected windows in more separate runs of time than this are combined rather than recomputed.
+COMBINE_AFTER_RUNS = MAX_RANGES
+
+
+def refresh_windows(run: Run, changes: dict[str, str]) -> tuple[RefreshState, writes.Write]:
+    """Windows: each window function applied to its own source's changes gives the affected windows."""
+    spark, d, t = run.spark, run.view.definition, run.time_type
+    windowed = [run.temp_view(spark.sql(
+        f"SELECT *, {micros_sql('window_start', t)} AS __ws, {micros_sql('window_end', t)} AS __we, "
+        f"{micros_sql(quote(w.time_column), t)} AS __t FROM {w.call(changes[w.sources[0]])}"), f"windowed_{i}")
+        for i, w in enumerate(run.info.windows) if w.sources[0] in changes]
+    old_wm, grace = run.previous.watermark, interval_micros(spark, d.grace)
+    windows, counts = touched_windows(spark, windowed)
+    max_event, new_wm = advanced(run, list(windows.values()))
+    for i, name in enumerate(windowed):
+        count = sum(n for (part, _, e), n in counts.items() if part == i and watermark.is_final(e, old_wm, grace))
+        if count:
+            late = spark.sql(f"SELECT * EXCEPT (__ws, __we, __t) FROM {name} WHERE __we + {grace} <= {old_wm}")
+            write_late_rows(spark, run.view, late, run.outcome.refresh_id, run.targets, i)
+            run.outcome.late_rows += count
+    progress.checkpoint("late_rows_written")
+    affected = [(s, e) for s, e in windows if not watermark.is_final(e, old_wm, grace)]
+    newly_closed = None
+    if d.emit == "WINDOW CLOSE":
+        affected = [(s, e) for s, e in affected if watermark.is_closed(e, new_wm)]
+        if new_wm is not None and new_wm != old_wm:
+            newly_closed = (old_wm + 1 if old_wm is not None else None, new_wm + 1)
+    state, write = RefreshState(run.outcome.refresh_id, dict(run.targets), max_event, new_wm), writes.STATE_ONLY
+    if affected or newly_closed:
+        # Windows in a few runs of time (recent changes) are cheapest recomputed: Delta reads just
+        # those files. Scattered over many, recomputing reads most of the source: combine instead.
+        # A cumulative window reaches back to its day's start: recomputing it rereads the day so far.
+        scattered = len(time_runs(affected)) > COMBINE_AFTER_RUNS or run.info.windows[0].kind == "CUMULATE"
+        if combinable(run) and scattered:
+            write = combine_windows(run, affected, newly_closed, next(iter(changes.values())))
+        else:
+            write = merge_windows(run, affected, newly_closed, run.info.window_start, run.info.window_end, t)
+    return state, write
+
+
+def touched_windows(spark: SparkSession, windowed: list[str]) -> tuple[dict, dict]:
+    """One query over the windowed changes: each touched window (start, end) with the latest time
+    added to it (None for a window only deleted from), and how many changed rows each part (index
+    in `windowed`) has in each window, which tells how many are late without another pass.
+
+    Example: one insert at t=5 into [0, 10) of part 0 gives ({(0, 10): 5}, {(0, 0, 10): 1}).
+    """
+    touched = " UNION ALL ".join(f"SELECT {i} AS __part, __ws, __we, __t, __sign FROM {name}"
+                                 for i, name in enumerate(windowed))
+    rows = spark.sql(f"SELECT __part, __ws, __we, max(IF(__sign = 1, __t, NULL)), count(*) FROM ({touched}) "
+                     "GROUP BY __part, __ws, __we").collect()
+    windows: dict[tuple[int, int], int | None] = {}
+    for _, s, e, latest, _ in rows:
+        known = windows.get((s, e))
+        windows[(s, e)] = latest if known is None else known if latest is None else max(known, latest)
+    return windows, {(part, s, e): n for part, s, e, _, n in rows}
+
+
+def time_runs(windows: list[tuple[int, int]]) -> list[list[int]]:
+    """Windows merged into the time ranges they cover."""
+    ranges: list[list[int]] = []
+    for start, end in sorted(windows):
+        if ranges and start <= ranges[-1][1]:
+            ranges[-1][1] = max(ranges[-1][1], end)
+        else:
+            ranges.append([start, end])
+    return ranges
+
+
+def time_ranges(windows: list[tuple[int, int]], limit: int = MAX_RANGES) -> list[tuple[int, int]]:
+    """Windows merged into at most `limit` time ranges, joining the closest ones first."""
+    ranges = time_runs(windows)
+    while len(ranges) > limit:
+        i = min(range(len(ranges) - 1), key=lambda k: ranges[k + 1][0] - ranges[k][1])
+        ranges[i:i + 2] = [[ranges[i][0], ranges[i + 1][1]]]
+    return [(a, b) for a, b in ranges]
+
+
+def merge_windows(run: Run, affected, newly_closed, ws: str, we: str, t: str) -> writes.Write:
+    """Recompute the affected windows (and, for EMIT ON WINDOW CLOSE, those that just closed) and merge."""
+    spark = run.spark
+    start, end = quote(ws), quote(we)
+    if run.info.group_by is None:  # rows, not groups: replace whole time ranges of windows
+        ranges = " OR ".join(f"(t.{start} >= {time_sql(a, t)} AND t.{end} <= {time_sql(b, t)})"
+                             for a, b in time_ranges(affected))
+        return writes.replace_rows(run, kept_windows(run, f"({ranges or 'false'})", newly_closed, f"t.{end}", t))
+    parts = [f"({start} >= {time_sql(a, t)} AND {end} <= {time_sql(b, t)})" for a, b in time_ranges(affected)]
+    exact = f"({start}, {end}) IN (SELECT s, e FROM {windows_view(run, affected, 'affected')})"
+    keep = kept_windows(run, f"(({' OR '.join(parts)}) AND {exact})" if parts else "false", newly_closed, end, t)
+    recomputed = spark.sql(f"SELECT * FROM ({run.query}) WHERE {keep}")
+    if all_new(run, affected):
+        return writes.append(recomputed)
+    current = spark.sql(f"SELECT * FROM {run.view.name} WHERE {keep}")
+    bounds = [b for pair in affected for b in pair] + [b for b in (newly_closed or ()) if b is not None]
+    return writes.merge(run, recomputed, current,
+                        span=(min(bounds), max(bounds)) if bounds and not newly_closed else None)
+
+
+def all_new(run: Run, affected) -> bool:
+    """Whether no window to write can be in the view yet, so its rows are appended, not merged:
+    under EMIT ON WINDOW CLOSE the view holds only windows closed by the previous watermark, and
+    every affected window (like each that just closed) ends after those."""
+    closed_end = closed_bound(run) + 1  # the latest end a window in the view can have
+    return run.view.definition.emit == "WINDOW CLOSE" and all(e > closed_end for _, e in affected)
+
+
+def windows_view(run: Run, windows: list[tuple[int, int]], suffix: str) -> str:
+    """A temporary view (s, e) of the windows given in microseconds, as values of the time column's type.
+
+    One JSON literal, not createDataFrame: a plan built on constants, which Spark knows is small (so
+    it broadcasts it into joins) and runs without a Python worker.
+
+    Example: [(0, 60_000_000)] gives one row (1970-01-01 00:00:00, 1970-01-01 00:01:00).
+    """
+    pairs = F.inline(F.from_json(F.lit(json.dumps([{"s": s, "e": e} for s, e in windows])),
+                                 "array<struct<s: bigint, e: bigint>>"))
+    t = run.time_type
+    frame = run.spark.range(1).select(pairs).selectExpr(f"{time_sql('s', t)} AS s", f"{time_sql('e', t)} AS e")
+    return run.temp_view(frame, suffix)
+
+
+def just_closed(end: str, newly_closed, t: str) -> str | None:
+    """SQL: the window ending at `end` is one that just closed (`newly_closed`: (low, high], low
+    None for all before high); None when none did."""
+    if not newly_closed:
+        return None
+    low, high = newly_closed
+    return f"{end} <= {time_sql(high, t)}" + (f" AND {end} > {time_sql(low, t)}" if low is not None else "")
+
+
+def kept_windows(run: Run, windows: str, newly_closed, end: str, t: str) -> str:
+    """SQL: a row (its window ending at `end`) meets `windows` or is of a window that just closed;
+    under EMIT ON WINDOW CLOSE, only closed windows."""
+    keep = windows
+    closing = just_closed(end, newly_closed, t)
+    if closing:
+        keep = f"({keep} OR ({closing}))"
+    if run.view.definition.emit == "WINDOW CLOSE":
+        bound = newly_closed[1] if newly_closed else closed_bound(run) + 1
+        keep = f"({keep}) AND {end} <= {time_sql(bound, t)}"
+    return keep
+
+
+def combinable(run: Run) -> bool:
+    """Whether changed groups can be combined from their view rows and the changes (mv/combine.py)."""
+    info = run.info
+    # A float sum added in another order differs in its last bits from the sum recomputed: not combined.
+    exact = all(c.get("aggregate") != "sum_float" for c in info.output)
+    return info.combinable and exact and len(info.sources) == 1 and all(w.kind != "SESSION" for w in info.windows)
+
+
+def combine_windows(run: Run, affected, newly_closed, changes: str) -> writes.Write:
+    """Windows already in the view are combined with the changes; windows that just closed
+    (EMIT ON WINDOW CLOSE) are computed from the source, as they were held out of the view."""
+    t, start, end = run.time_type, quote(run.info.window_start), quote(run.info.window_end)
+    in_view = [(s, e) for s, e in affected
+               if run.view.definition.emit != "WINDOW CLOSE" or watermark.is_closed(e, run.previous.watermark)]
+    closing = just_closed(end, newly_closed, t)
+    windows = windows_view(run, in_view, "in_view")
+    partials = f"({start}, {end}) IN (SELECT s, e FROM {windows})" if in_view else "false"
+    bounds = [b for pair in in_view for b in pair] + ([b for b in newly_closed if b is not None] if newly_closed else [])
+    low_open = bool(newly_closed) and newly_closed[0] is None
+    span = None if low_open or not bounds else (min(bounds), max(bounds))
+    return combine_and_merge(run, changes, partials, span, closing)
+
+
+def combine_and_merge(run: Run, changes: str, partials: str | None = None, span: tuple[int, int] | None = None,
+                      also: str | None = None) -> writes.Write:
+    """Touched groups combined where their old row allows it and recomputed from the source where
+    not, plus the query's rows meeting `also`; then one MERGE."""
+    spark, info, keys = run.spark, run.info, run.info.group_by
+    rows = combine(spark, Combination(run.view.name, run.view.definition.query, info.source_tables[0], changes,
+                                      info.output, keys, partials, writes.start_range(run, span, "v")), run.cached)
+    on = " AND ".join(f"q.{quote(k)} <=> n.{quote(k)}" for k in keys)
+    needs = run.temp_view(rows.filter("__needs").select(*[quote(k) for k in keys]), "needs")
+    parts = [rows.filter("NOT __needs AND NOT __empty").select(*[quote(c) for c in run.columns])]
+    query = run.query
+    touched, needed = rows.selectExpr("count(*)", "count_if(__needs)").first()  # fills the cache
+    run.outcome.groups_combined, run.outcome.groups_recomputed = touched - needed, needed
+    if needed:
+        where = needed_windows(run, needs) if info.window_start else "true"
+        parts.append(spark.sql(f"SELECT /*+ BROADCAST(n) */ q.* FROM (SELECT * FROM ({query}) WHERE {where}) q "
+                               f"LEFT SEMI JOIN {needs} n ON {on}"))
+    if also:
+        parts.append(spark.sql(f"SELECT * FROM ({query}) WHERE {also}"))
+    recomputed = parts[0]
+    for part in parts[1:]:  # cached: the MERGE reads them twice (rows to write, keys that vanished)
+        run.cached.append(part.cache())
+        recomputed = recomputed.unionByName(part)
+    # Every touched group is in `rows`: those missing from `recomputed` are deleted.
+    return writes.merge(run, recomputed, rows.select(*[quote(c) for c in run.columns]), span=span)
+
+
+def needed_windows(run: Run, needs: str) -> str:
+    """The time ranges of the windows of groups to recompute, so the source scan skips other files."""
+    t, start, end = run.time_type, quote(run.info.window_start), quote(run.info.window_end)
+    windows = run.spark.sql(f"SELECT DISTINCT {micros_sql(start, t)}, {micros_sql(end, t)} FROM {needs}").collect()
+    parts = [f"({start} >= {time_sql(a, t)} AND {end} <= {time_sql(b, t)})" for a, b in time_ranges(windows, NEEDED_RANGES)]
+    return " OR ".join(parts) or "false"
+
+
+def refresh_groups(run: Run, changes: str) -> writes.Write:
+    """GROUP BY without windows: combine or recompute the groups whose keys changed."""
+    if combinable(run):
+        return combine_and_merge(run, changes)
+    keys = ", ".join(quote(k) for k in run.info.group_by)
+    run.spark.sql(f"SELECT DISTINCT {keys} FROM {changes}").createOrReplaceTempView(f"{run.temp}_keys")
+    on = " AND ".join(f"v.{quote(k)} <=> k.{quote(k)}" for k in run.info.group_by)
+    affected = f"LEFT SEMI JOIN {run.temp}_keys k ON {on}"  # a semi join goes below the GROUP BY
+    recomputed = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM ({run.query}) v {affected}")
+    current = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM {run.view.name} v {affected}")
+    return writes.merge(run, recomputed, current)

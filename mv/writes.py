@@ -1,0 +1,111 @@
+"""How a refresh's new rows go into the view (`Write`): appended, overwriting the view's, or
+merged by the one commit (mv/jvm/RefreshCommit.scala) that upserts recomputed groups by key or
+replaces the rows of a time range or of session regions. Every strategy returns one.
+
+Example:
+    >>> writes.merge(run, recomputed, current)     # groups upserted, vanished ones deleted
+    Write(mode='merge', rows=DataFrame[...], on='t.`item` <=> s.`item` AND ...', ...)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from mv.query import quote, time_sql
+from mv.run import Run
+
+
+@dataclass(frozen=True)
+class Write:
+    """What the refresh's commit does with the view's rows. `mode`: append or overwrite with
+    `rows`, merge `rows` (RefreshCommit.scala's clauses: `on`, `delete_matched`, `delete_missing`,
+    `target_filter`), or state: no rows, only the new state."""
+    mode: str
+    rows: DataFrame | None = None
+    on: str | None = None
+    delete_matched: bool = False
+    delete_missing: str | None = None
+    target_filter: str | None = None
+
+    def spec(self, rows_view: str | None) -> dict:
+        """The commit statement's spec, with the rows as the temporary view `rows_view`."""
+        clauses = {"on": self.on, "delete_matched": self.delete_matched, "delete_missing": self.delete_missing,
+                   "target_filter": self.target_filter} if self.mode == "merge" else {}
+        return {"mode": self.mode, "rows": rows_view, **clauses}
+
+
+STATE_ONLY = Write("state")
+
+
+def append(rows: DataFrame) -> Write:
+    return Write("append", rows)
+
+
+def overwrite(rows: DataFrame) -> Write:
+    return Write("overwrite", rows)
+
+
+def merge(run: Run, recomputed: DataFrame, current: DataFrame | None, delete_missing: bool | str = False,
+          span: tuple[int, int] | None = None) -> Write:
+    """One merge: recomputed rows upserted, `current` rows whose key vanished deleted.
+
+    `delete_missing` also deletes view rows the recomputation lacks (those meeting it, if a condition).
+    `span` bounds the window starts of the view rows that can match, so the view's other files are skipped.
+    """
+    on = " AND ".join([f"t.{quote(k)} <=> s.{quote(k)}" for k in run.info.group_by]
+                      + ([start_range(run, span, "t")] if span else []))
+    missing = delete_missing if isinstance(delete_missing, str) else "true" if delete_missing else None
+    return Write("merge", upserts_and_deletes(run, recomputed, current), on, delete_missing=missing,
+                 target_filter=start_range(run, span, None))
+
+
+def upserts_and_deletes(run: Run, recomputed: DataFrame, current: DataFrame | None) -> DataFrame:
+    """The MERGE's source: each recomputed row to upsert, and each key of `current` the
+    recomputation lacks to delete (`__op`). One full outer join on the group keys, so the
+    recomputation, the costly side, is evaluated once.
+
+    Example: recomputed {a: 3}, current {a: 2, b: 1} give (a, 3, 'upsert') and (b, NULL, 'delete').
+    """
+    if current is None:
+        return recomputed.withColumn("__op", F.lit("upsert"))
+    key = run.info.group_by
+    r = recomputed.withColumn("__r", F.lit(True)).alias("r")
+    c = current.select(*[quote(k) for k in key]).alias("c")
+    joined = r.join(c, [F.col(f"r.{quote(k)}").eqNullSafe(F.col(f"c.{quote(k)}")) for k in key], "full_outer")
+    present = F.col("r.__r").isNotNull()
+    return joined.select(*[
+        (F.when(present, F.col(f"r.{quote(name)}")).otherwise(F.col(f"c.{quote(name)}")) if name in key
+         else F.col(f"r.{quote(name)}")).alias(name) for name in run.columns],
+        F.when(present, F.lit("upsert")).otherwise(F.lit("delete")).alias("__op"))
+
+
+def delete_matched_insert_rest(run: Run, source: DataFrame, on: str, span: tuple[int, int] | None = None) -> Write:
+    """The merge of a replacement: view rows that match a source row `on` are deleted; the source's
+    rows marked 'insert' (which `on` never matches) are inserted. `span`: window starts the
+    matched rows lie in, so the view's other files are skipped."""
+    return Write("merge", source, on, delete_matched=True, target_filter=start_range(run, span, None))
+
+
+def replace_rows(run: Run, kept: str) -> Write:
+    """One MERGE that deletes the view's rows meeting `kept` (on alias t) and inserts the query's
+    rows meeting it: exact for any rows, duplicates included.
+
+    The view's rows to delete match one marker row of the source, on a key the join can hash
+    (`kept` turned into the marker's value); `kept` in ON also lets Delta skip the view's other
+    files, which a NOT MATCHED BY SOURCE clause would not (it reads the whole view).
+    """
+    rows = run.spark.sql(f"SELECT *, 'insert' AS __op FROM ({run.query}) t WHERE {kept}")
+    marker = run.spark.sql("SELECT 'region' AS __op")
+    source = rows.unionByName(marker, allowMissingColumns=True)
+    return delete_matched_insert_rest(run, source, f"s.__op = IF({kept}, 'region', NULL) AND {kept}")
+
+
+def start_range(run: Run, span: tuple[int, int] | None, alias: str | None) -> str | None:
+    """A window_start range condition on `alias`'s rows (the view's own with None), so Delta
+    skips the view's other files."""
+    if span is None:
+        return None
+    start, t = (f"{alias}." if alias else "") + quote(run.info.window_start), run.time_type
+    return f"{start} >= {time_sql(span[0], t)} AND {start} <= {time_sql(span[1], t)}"
