@@ -213,6 +213,8 @@ def check_views(spark, query: str, views: tuple[str, ...]) -> int:
 # the figures go missing and the benchmark still runs.
 PHASES = (   # first match wins: (label, what the physical plan of a top-level execution contains)
     ("MERGE into the view", "MergeIntoCommand"),
+    ("the refresh's commit (RefreshCommit)", "RefreshCommitCommand"),
+    ("the view's snapshot (background)", "DescribeDeltaDetail"),
     ("change feed read", "DeltaCDFRelation"),
     ("DESCRIBE HISTORY", "DescribeDeltaHistory"),
     ("SHOW TBLPROPERTIES", "ShowTableProperties"),

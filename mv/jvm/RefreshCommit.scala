@@ -54,17 +54,17 @@ object RefreshCommit extends DeltaCommand {
       state: String)
 
   /** The statement, if `sqlText` is one: its spec, from the string literal after the keyword. */
-  def parse(sqlText: String, literal: String => String): Option[LogicalPlanCommand] = {
+  def parse(sqlText: String, literal: String => String): Option[RefreshCommitCommand] = {
     val text = sqlText.trim
     if (!text.regionMatches(true, 0, Keyword, 0, Keyword.length)) return None
     val json = new ObjectMapper().readTree(literal(text.substring(Keyword.length).trim))
     def opt(name: String): Option[String] = Option(json.get(name)).filterNot(_.isNull).map(_.asText)
-    Some(LogicalPlanCommand(Spec(json.get("view").asText, json.get("mode").asText, opt("rows"), opt("on"),
+    Some(RefreshCommitCommand(Spec(json.get("view").asText, json.get("mode").asText, opt("rows"), opt("on"),
       opt("delete_matched").contains("true"), opt("delete_missing"), opt("target_filter"),
       json.get("refresh_id").asLong, opt("expected"), json.get("state").asText)))
   }
 
-  case class LogicalPlanCommand(spec: Spec) extends LeafRunnableCommand {
+  case class RefreshCommitCommand(spec: Spec) extends LeafRunnableCommand {
     override val output: Seq[Attribute] = Seq("status" -> StringType, "version" -> LongType,
       "num_inserted_rows" -> LongType, "num_updated_rows" -> LongType, "num_deleted_rows" -> LongType)
       .map { case (name, dataType) => AttributeReference(name, dataType, nullable = false)() }
