@@ -57,11 +57,12 @@ class MaterializedView:
         return f"MaterializedView({self.name!r})"
 
 
-def latest_refreshes(spark: SparkSession, table: str = "mv_refresh_history") -> dict[str, Row]:
-    """The latest history row of each view in `table`, by lower-case view name (times as epoch µs)."""
-    rows = spark.sql(f"""
-        SELECT lower(element_at(split(view, '\\\\.'), -1)) AS name,
-               max_by(struct(unix_micros(started_at) AS started_us, refresh_id, technique, reason,
-                             duration_s, watermark_micros), started_at) AS last
-        FROM {table} GROUP BY 1""").collect()
+def latest_refreshes(spark: SparkSession) -> dict[str, Row]:
+    """The latest history row of each view in the current database, by lower-case view name
+    (times as epoch µs); each view's newest commits only are read."""
+    rows = spark.sql("""
+        SELECT lower(view) AS name,
+               struct(unix_micros(started_at) AS started_us, refresh_id, technique, reason,
+                      duration_s, watermark_micros) AS last
+        FROM mv_refresh_history('', '', '1')""").collect()
     return {row.name: row.last for row in rows}

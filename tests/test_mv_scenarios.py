@@ -163,6 +163,9 @@ def test_a_refresh_is_one_commit_of_the_view_which_is_also_its_history_row(spark
     # statement but for what follows the commit.
     assert state["metrics"]["duration_s"] <= row.duration_s <= wall
     assert outcome.duration_s >= row.duration_s
+    # Each view's latest refresh alone, as `mv ls` and the scheduler read it: from its newest commits.
+    latest = spark.sql(f"SELECT refresh_id FROM mv_refresh_history('', '{view}', '1')").collect()
+    assert [r.refresh_id for r in latest] == [2]
 
 
 @pytest.mark.parametrize("layout", ["PARTITIONED BY (item)", "CLUSTER BY (item)",

@@ -23,6 +23,7 @@ import org.apache.spark.sql.types.{DataType, DoubleType, LongType, StringType, S
  *   SELECT * FROM mv_delta_tables('bids', 'hourly')      -- name, version, id: one row per table
  *   SELECT * FROM mv_refresh_history                      -- every refresh of the database's views
  *   SELECT * FROM mv_refresh_history('db', 'hourly')      -- one view's
+ *   SELECT * FROM mv_refresh_history('db', '', '1')       -- each view's latest refresh
  * }}}
  * A refresh's history row is its own commit of the view (mv/jvm/RefreshCommit.scala): the
  * commit's userMetadata holds what the refresh did, its operation metrics the rows written, and
@@ -48,7 +49,8 @@ object DeltaTables {
     registration(tablesFunction, s"$tablesFunction(table, ...) - Each Delta table's version and id.", tables)
 
   def historyRegistration: (FunctionIdentifier, ExpressionInfo, Seq[Expression] => LogicalPlan) =
-    registration(historyFunction, s"$historyFunction([database[, view]]) - The refreshes of materialized views.",
+    registration(historyFunction,
+      s"$historyFunction([database[, view[, newest]]]) - The refreshes of materialized views (each view's newest).",
       history)
 
   /** `mv_refresh_history` (or `db.mv_refresh_history`) used as a table: the table function instead. */
@@ -91,23 +93,37 @@ object DeltaTables {
   private def history(args: Seq[String]): LogicalPlan = {
     val spark = SparkSession.active
     val catalog = spark.sessionState.catalog
-    val database = args.headOption.getOrElse(catalog.getCurrentDatabase)
-    val names = args.lift(1).map(v => Seq(TableIdentifier(v, Some(database))))
+    val database = args.headOption.filter(_.nonEmpty).getOrElse(catalog.getCurrentDatabase)
+    val names = args.lift(1).filter(_.nonEmpty).map(v => Seq(TableIdentifier(v, Some(database))))
       .getOrElse(catalog.listTables(database).filterNot(t => catalog.isTempView(t)))
+    val newest = args.lift(2).map(_.toInt)
     val rows = names.flatMap(ident => Try(catalog.getTableMetadata(ident)).toOption)
       .filter(DeltaTableUtils.isDeltaTable)
       .map(table => table -> DeltaLog.forTable(spark, table))  // a view's definition is a Delta property
       .filter { case (table, log) => log.update(catalogTableOpt = Some(table)).metadata.configuration
         .contains("mv.definition") }
-      .flatMap { case (table, log) => refreshes(table, log) }
+      .flatMap { case (table, log) => newest.map(n => latest(table, log, n)).getOrElse(refreshes(table, log, None)) }
     LocalRelation.fromExternalRows(output(historySchema.fields.map(f => f.name -> f.dataType).toSeq: _*), rows)
   }
 
-  /** The view's refresh commits, as history rows, oldest first. */
-  private def refreshes(view: CatalogTable, log: DeltaLog): Seq[Row] = {
+  /**
+   * The view's newest `n` refreshes: its newest commits are read, ten at first and four times as
+   * many each time they hold fewer than `n` refreshes, so the latest refresh costs one small read
+   * however long the view's log is.
+   */
+  private def latest(view: CatalogTable, log: DeltaLog, n: Int): Seq[Row] = {
+    val newestVersion = log.update(catalogTableOpt = Some(view)).version
+    // Past the newest version, all of the log: from its earliest commit left after log cleanup.
+    Iterator.iterate(math.max(10, n))(_ * 4).map { commits =>
+      val all = commits > newestVersion
+      (refreshes(view, log, if (all) None else Some(commits)), all)
+    }.find { case (found, all) => found.size >= n || all }.map(_._1.takeRight(n)).getOrElse(Nil)
+  }
+
+  /** The view's refresh commits (all, or among its newest `commits`), as history rows, oldest first. */
+  private def refreshes(view: CatalogTable, log: DeltaLog, commits: Option[Int]): Seq[Row] = {
     val mapper = new ObjectMapper()
-    val commits = log.history.getHistory(None, Some(view)).reverse
-    commits.flatMap { commit =>
+    log.history.getHistory(commits, Some(view)).reverse.flatMap { commit =>
       commit.userMetadata.filter(_.contains(StateKey)).flatMap(m => Try(mapper.readTree(m).get(StateKey)).toOption)
         .filter(state => state != null && state.has("metrics") && state.get("metrics").has("technique"))
         .map(state => row(view.identifier.table, state, commit.timestamp, commit.operationMetrics.getOrElse(Map.empty)))
