@@ -139,8 +139,9 @@ def summary(measured: list[dict]) -> dict:
 def markdown_table(runs: list[dict]) -> str:
     """One column per run (labelled), the newest run's profile below."""
     rows = [("plain Delta append (s)", "append_s", "{:.2f}", ""), ("refresh (s)", "refresh_s", "{:.2f}", ""),
-            ("refresh / append", "ratio", "{:.1f}", "<= 4"), ("Spark SQL executions per refresh", "executions", "{:.0f}",
-            "<= 15"), ("Delta commits per refresh", "commits", "{:.0f}", "1"),
+            ("refresh / append", "ratio", "{:.1f}", "<= 4"),
+            ("Spark SQL executions per refresh", "executions", "{:.0f}", "<= 15"),
+            ("Delta commits per refresh", "commits", "{:.0f}", "1"),
             ("refresh with nothing to do (s)", "idle_s", "{:.2f}", "<= 0.5"),
             ("its Spark SQL executions", "idle_executions", "{:.0f}", ""),
             ("history's duration_s / statement's wall time", "engine_share", "{:.2f}", "1.0")]

@@ -25,19 +25,17 @@ import re
 import signal
 import sys
 import threading
-import time
 import traceback
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TextIO
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import NumericType
 
-from mv import (api, catalog, chart, commands, config, deploy, dependencies, errors, progress, refresh, schedule,
-                statements)
+from mv import (api, catalog, chart, commands, config, console, deploy, dependencies, errors, history, refresh,
+                schedule, statements)
 from mv.errors import MvError
 
 
@@ -159,7 +157,7 @@ def _sql(args: argparse.Namespace, out: TextIO) -> int:
     for i, piece in enumerate(pieces):
         frame = commands.sql(spark, piece)
         if frame.columns:
-            print(("\n" if i else "") + frame_table(frame, args.max_rows), file=out, flush=True)
+            print(("\n" if i else "") + console.frame_table(frame, args.max_rows), file=out, flush=True)
     return 0
 
 
@@ -192,7 +190,7 @@ def _scheduler(args: argparse.Namespace, out: TextIO) -> int:
     spark = _spark()
     stop = threading.Event()
     handlers = _on_signals(lambda *_: stop.set())
-    _log(out, f"scheduler: refreshing due views every {args.interval:g} s (SIGTERM or Ctrl-C stops it)")
+    console.log(out, f"scheduler: refreshing due views every {args.interval:g} s (SIGTERM or Ctrl-C stops it)")
     failed = 0
     try:
         while not stop.is_set():
@@ -200,13 +198,13 @@ def _scheduler(args: argparse.Namespace, out: TextIO) -> int:
                 failed += refresh_views(spark, catalog.list_views(spark), False, out,
                                         due_at=schedule.now_utc(), stop=stop, stamp=True)[1]
             except Exception as error:  # noqa: BLE001 - e.g. the metastore was briefly unreachable
-                _log(out, "scheduler: " + describe_error(error)[0])
+                console.log(out, "scheduler: " + describe_error(error)[0])
             if args.once or stop.wait(args.interval):
                 break
     finally:
         for number, handler in handlers.items():
             signal.signal(number, handler)
-    _log(out, "scheduler: stopped")
+    console.log(out, "scheduler: stopped")
     return 1 if args.once and failed else 0
 
 
@@ -229,27 +227,29 @@ def _ls(args: argparse.Namespace, out: TextIO) -> int:
     if not rows:
         print("no materialized views", file=out)
         return 0
-    print(table(["view", "schedule", "last refresh (UTC)", "technique", "reason", "seconds"], rows,
+    print(console.table(["view", "schedule", "last refresh (UTC)", "technique", "reason", "seconds"], rows,
                 right=[False] * 5 + [True]), file=out)
     return 0
 
 
 def _describe(args: argparse.Namespace, out: TextIO) -> int:
     rows = commands.describe_view(_spark(), args.name, extended=True)
-    print(table(["property", "value"], rows), file=out)
+    print(console.table(["property", "value"], rows), file=out)
     return 0
 
 
 def _history(args: argparse.Namespace, out: TextIO) -> int:
-    view = api.MaterializedView.for_name(_spark(), args.name)
-    frame = view.history().withColumn("started_us", F.unix_micros("started_at"))
+    spark = _spark()
+    view = api.MaterializedView.for_name(spark, args.name)
+    frame = history.of_view(spark, view.name, newest=args.limit)
+    frame = frame.withColumn("started_us", F.unix_micros("started_at"))
     rows = list(reversed(frame.orderBy(F.desc("started_at"), F.desc("refresh_id")).limit(args.limit).collect()))
     shown = [(r.refresh_id, _utc(r.started_us), f"{r.duration_s:.1f}", r.technique, r.reason, r.rows_read,
               r.rows_inserted, r.rows_updated, r.rows_deleted, r.late_rows,
               _utc(r.watermark_micros) if r.watermark_micros is not None else None) for r in rows]
     header = ["id", "started (UTC)", "seconds", "technique", "reason", "read", "inserted", "updated",
               "deleted", "late", "watermark (UTC)"]
-    print(table(header, shown, right=[h not in ("started (UTC)", "technique", "reason") for h in header])
+    print(console.table(header, shown, right=[h not in ("started (UTC)", "technique", "reason") for h in header])
           if shown else f"{view.name} has no refreshes in its history", file=out)
     if args.plot:
         print(f"chart: {chart.plot_history(view.name, rows, args.plot)}", file=out)
@@ -291,119 +291,21 @@ def refresh_views(spark: SparkSession, names: list[str], full: bool, out: TextIO
             if due_at is not None and not schedule.due(spark, views[name], due_at,
                                                        _datetime(started.started_us) if started else None):
                 continue
-            with Progress(spark, name, out):
+            with console.Progress(spark, name, out):
                 outcome = refresh.refresh(spark, name, full=full, _upstream_done=done)
             done.add(dependencies.qualify(spark, name))
-            _log(out, outcome_line(outcome), stamp)
+            console.log(out, console.outcome_line(outcome), stamp)
             refreshed += 1
         except Exception as error:  # noqa: BLE001 - one failing view must not stop the others
             lines = describe_error(error)
-            _log(out, f"refresh {name}: {lines[0]}", stamp)
+            console.log(out, f"refresh {name}: {lines[0]}", stamp)
             if hints and len(lines) > 1 and lines[-1].startswith("hint:"):
                 print(f"  {lines[-1]}", file=out)
             failed += 1
     return refreshed, failed
 
 
-def outcome_line(o: refresh.Outcome) -> str:
-    """One line for a refresh: technique (and why, unless incremental), rows, seconds."""
-    written = o.rows_inserted + o.rows_updated + o.rows_deleted
-    technique = o.technique.upper() + ("" if o.reason == "CHANGES_ONLY" else f" ({o.reason})")
-    read = f" {o.rows_read:,} changes read," if o.technique == "incremental" else ""
-    late = f", {o.late_rows:,} late" if o.late_rows else ""
-    return (f"refresh {o.view}: {technique}{read} {written:,} row{'s' * (written != 1)} written "
-            f"(+{o.rows_inserted:,} ~{o.rows_updated:,} -{o.rows_deleted:,}){late} in {o.duration_s:.1f} s")
-
-
-class Progress:
-    """On a terminal, a line redrawn in place while a view refreshes: Spark's tasks done, seconds."""
-
-    SPINNER = "|/-\\"
-
-    def __init__(self, spark: SparkSession, name: str, out: TextIO):
-        self.spark, self.name, self.out = spark, name, out
-        self.on = hasattr(out, "isatty") and out.isatty()
-        self.finished = threading.Event()
-        self.started = time.time()
-        self.phase = ""  # "view: phase" of the refresh running now (an upstream view's, first)
-
-    def __enter__(self) -> Progress:
-        if self.on:
-            self.watch = progress.watching(self._entered)
-            self.watch.__enter__()
-            self.thread = threading.Thread(target=self._draw, daemon=True)
-            self.thread.start()
-        return self
-
-    def _entered(self, view: str, phase: str) -> None:
-        self.phase = phase if view.split(".")[-1] == self.name.split(".")[-1] else f"{view}: {phase}"
-
-    def __exit__(self, *exc) -> None:
-        if self.on:
-            self.watch.__exit__(*exc)
-            self.finished.set()
-            self.thread.join()
-            self.out.write("\r\033[K")
-            self.out.flush()
-
-    def _draw(self) -> None:
-        tick = 0
-        while not self.finished.wait(0.25):
-            self.out.write("\r\033[K" + self.line(tick))
-            self.out.flush()
-            tick += 1
-
-    def line(self, tick: int = 0) -> str:
-        done, total = _tasks(self.spark)
-        filled = 24 * done // total if total else 0
-        bar = f" [{'#' * filled}{'.' * (24 - filled)}] {done}/{total} tasks" if total else ""
-        phase = f" ({self.phase})" if self.phase else ""
-        return f"{self.SPINNER[tick % 4]} refresh {self.name}{phase}{bar} {time.time() - self.started:.1f} s"
-
-
-def _tasks(spark: SparkSession) -> tuple[int, int]:
-    """Tasks done and in all of Spark's running stages (0, 0 over Spark Connect, which does not say)."""
-    try:
-        tracker = spark.sparkContext.statusTracker()
-        stages = [tracker.getStageInfo(stage) for stage in tracker.getActiveStageIds()]
-    except Exception:  # noqa: BLE001 - no SparkContext (Spark Connect), or the context is stopping
-        return 0, 0
-    stages = [s for s in stages if s is not None]
-    return sum(s.numCompletedTasks for s in stages), sum(s.numTasks for s in stages)
-
-
-def _log(out: TextIO, line: str, stamp: bool = True) -> None:
-    prefix = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ ") if stamp else ""
-    print(prefix + line, file=out, flush=True)
-
-
 # ---- output -------------------------------------------------------------------------------------
-
-def table(header: list[str], rows: list[tuple], right: list[bool] | None = None) -> str:
-    """`rows` as plain text columns under `header`; a value with line breaks continues below."""
-    cells = [[("NULL" if v is None else str(v)).splitlines() or [""] for v in row] for row in rows]
-    widths = [max([len(h)] + [len(line) for row in cells for line in row[i]]) for i, h in enumerate(header)]
-    right = right or [False] * len(header)
-
-    def line(values: list[str]) -> str:
-        return "  ".join(v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right)).rstrip()
-
-    lines = [line(header), line(["-" * w for w in widths])]
-    for row in cells:
-        lines += [line([c[k] if k < len(c) else "" for c in row]) for k in range(max(map(len, row)))]
-    return "\n".join(lines)
-
-
-def frame_table(frame: DataFrame, max_rows: int) -> str:
-    """A DataFrame as a table, values as Spark writes them (session time zone), numbers to the right."""
-    fields = frame.schema.fields
-    positional = frame.toDF(*[f"c{i}" for i in range(len(fields))])  # names may repeat or hold dots
-    rows = positional.select([F.col(f"c{i}").cast("string") for i in range(len(fields))]).limit(max_rows + 1).collect()
-    text = table([f.name for f in fields], [tuple(r) for r in rows[:max_rows]],
-                 right=[isinstance(f.dataType, NumericType) for f in fields])
-    more = f"first {max_rows} rows shown" if len(rows) > max_rows else f"{len(rows)} row{'s' * (len(rows) != 1)}"
-    return f"{text}\n({more})"
-
 
 def plan_text(planned: deploy.Plan) -> str:
     """What `mv deploy --plan` prints: each step, and for a replaced view the fields that differ."""

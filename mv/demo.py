@@ -32,7 +32,7 @@ from typing import Iterator, TextIO
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from mv import api, chart, cli, config, dependencies, deploy, refresh
+from mv import api, chart, config, console, dependencies, deploy, refresh
 from mv.query import describe, interval_micros, sql_string
 
 CATALOG = Path(__file__).resolve().parent.parent / "catalog"
@@ -355,7 +355,7 @@ def refresh_all(spark: SparkSession, names: list[str], out: TextIO) -> list[tupl
     outcomes = []
     for name in names:
         started = time.time()
-        with cli.Progress(spark, name, out):
+        with console.Progress(spark, name, out):
             outcome = refresh.refresh(spark, name, _upstream_done=done)
         outcomes.append((outcome, time.time() - started))
         done.add(dependencies.qualify(spark, name))
@@ -367,7 +367,7 @@ def outcome_table(outcomes: list[tuple[refresh.Outcome, float]]) -> str:
     header = ["view", "technique", "reason", "read", "inserted", "updated", "deleted", "late", "seconds"]
     rows = [(o.view, o.technique, o.reason, f"{o.rows_read:,}", f"{o.rows_inserted:,}", f"{o.rows_updated:,}",
              f"{o.rows_deleted:,}", f"{o.late_rows:,}", f"{seconds:.1f}") for o, seconds in outcomes]
-    text = cli.table(header, rows, right=[False] * 3 + [True] * 6)
+    text = console.table(header, rows, right=[False] * 3 + [True] * 6)
     return "\n".join("  " + line for line in text.splitlines())
 
 
@@ -424,4 +424,5 @@ def _final_windows(spark: SparkSession, view: api.MaterializedView, expected: Da
 
 
 if __name__ == "__main__":
+    from mv import cli  # the CLI runs the demo, so that its errors print as the CLI's do
     sys.exit(cli.main(["demo"]))

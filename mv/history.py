@@ -30,11 +30,13 @@ HISTORY_SCHEMA = ("view STRING, refresh_id BIGINT, started_at TIMESTAMP, duratio
                   "rows_updated BIGINT, rows_deleted BIGINT, late_rows BIGINT, watermark_micros BIGINT")
 
 
-def of_view(spark: SparkSession, name: str) -> DataFrame:
-    """The refreshes of the view `name` (as a catalog name: `v`, `db.v`), oldest first."""
+def of_view(spark: SparkSession, name: str, newest: int | None = None) -> DataFrame:
+    """The refreshes of the view `name` (as a catalog name: `v`, `db.v`), oldest first; only its
+    `newest` ones if given (read from its newest commits alone)."""
     database, _, table = name.rpartition(".")
     database = database.rsplit(".", 1)[-1].strip("`") or spark.catalog.currentDatabase()
-    return spark.sql(f"SELECT * FROM mv_refresh_history({sql_string(database)}, {sql_string(table.strip('`'))}) "
+    args = [database, table.strip("`")] + ([str(newest)] if newest is not None else [])
+    return spark.sql(f"SELECT * FROM mv_refresh_history({', '.join(map(sql_string, args))}) "
                      "ORDER BY started_at, refresh_id")
 
 

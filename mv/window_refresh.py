@@ -184,7 +184,7 @@ def combine_windows(run: Run, affected, newly_closed, changes: str) -> writes.Wr
     closing = just_closed(end, newly_closed, t)
     windows = windows_view(run, in_view, "in_view")
     partials = f"({start}, {end}) IN (SELECT s, e FROM {windows})" if in_view else "false"
-    bounds = [b for pair in in_view for b in pair] + ([b for b in newly_closed if b is not None] if newly_closed else [])
+    bounds = [b for pair in in_view for b in pair] + [b for b in (newly_closed or ()) if b is not None]
     low_open = bool(newly_closed) and newly_closed[0] is None
     span = None if low_open or not bounds else (min(bounds), max(bounds))
     return combine_and_merge(run, changes, partials, span, closing)
@@ -221,7 +221,8 @@ def needed_windows(run: Run, needs: str) -> str:
     """The time ranges of the windows of groups to recompute, so the source scan skips other files."""
     t, start, end = run.time_type, quote(run.info.window_start), quote(run.info.window_end)
     windows = run.spark.sql(f"SELECT DISTINCT {micros_sql(start, t)}, {micros_sql(end, t)} FROM {needs}").collect()
-    parts = [f"({start} >= {time_sql(a, t)} AND {end} <= {time_sql(b, t)})" for a, b in time_ranges(windows, NEEDED_RANGES)]
+    parts = [f"({start} >= {time_sql(a, t)} AND {end} <= {time_sql(b, t)})"
+             for a, b in time_ranges(windows, NEEDED_RANGES)]
     return " OR ".join(parts) or "false"
 
 
