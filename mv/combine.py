@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 
-from mv.query import quote, sql_string
+from mv.query import Column, quote, sql_string
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class Combination:
     query: str
     source: str
     changes: str
-    output: list[dict]
+    output: list[Column]
     keys: list[str]
     partials_filter: str | None = None
     view_filter: str | None = None
@@ -60,7 +60,7 @@ def combine(spark: SparkSession, c: Combination, cached: list[DataFrame]) -> Dat
 
     view_where = f" AND {c.view_filter}" if c.view_filter else ""
     columns, needs = _combined_columns(c)
-    star = next((quote(col["name"]) for col in c.output if col.get("aggregate") == "count_star"), None)
+    star = next((quote(col.name) for col in c.output if col.aggregate == "count_star"), None)
     empty = f"coalesce(o.{star}, 0) + coalesce(i.{star}, 0) - coalesce(r.{star}, 0) <= 0" if star else "false"
     if star is None:  # without count(*) a group with retractions may have emptied: only the source can say
         needs.append("r.__present IS NOT NULL")
@@ -84,9 +84,9 @@ def _combined_columns(c: Combination) -> tuple[list[str], list[str]]:
     """Each output column's combined value, and the conditions under which the group must be recomputed."""
     columns, needs = [], []
     for col in c.output:
-        name, kind = quote(col["name"]), col.get("aggregate")
+        name, kind = quote(col.name), col.aggregate
         o, i, r = f"o.{name}", f"i.{name}", f"r.{name}"
-        if col["name"] in c.keys:
+        if col.name in c.keys:
             columns.append(f"k.{name} AS {name}")
             continue
         added = f"CASE WHEN {o} IS NULL THEN {i} WHEN {i} IS NULL THEN {o} ELSE {o} + {i} END"
@@ -103,7 +103,7 @@ def _combined_columns(c: Combination) -> tuple[list[str], list[str]]:
             "min": f"({r} IS NOT NULL AND ({o} IS NULL OR {r} <= {o}))",
             "max": f"({r} IS NOT NULL AND ({o} IS NULL OR {r} >= {o}))",
         }.get(kind)
-        columns.append(f"CAST({value} AS {col['type']}) AS {name}")
+        columns.append(f"CAST({value} AS {col.type}) AS {name}")
         if need:
             needs.append(need)
     return columns, needs

@@ -44,17 +44,28 @@ class Window:
 
 
 @dataclass(frozen=True)
+class Column:
+    """One output column of the query: its name and type, what it carries of the windows
+    (window_start, window_end, window_time, session_key) and, for an aggregate, which kind
+    (count_star, count, sum, sum_float, min, max, ...; mv/combine.py says which combine)."""
+    name: str
+    type: str
+    window_role: str | None = None
+    aggregate: str | None = None
+
+
+@dataclass(frozen=True)
 class QueryInfo:
     shape: str
     sources: list[dict]
     windows: list[Window]
-    output: list[dict]
+    output: list[Column]
     group_by: list[str] | None
     reasons: list[str]
     combinable: bool = False
 
     def column_with_role(self, role: str) -> str | None:
-        return next((c["name"] for c in self.output if c["window_role"] == role), None)
+        return next((c.name for c in self.output if c.window_role == role), None)
 
     @property
     def window_start(self) -> str | None:
@@ -129,5 +140,6 @@ def describe(spark: SparkSession, query: str) -> QueryInfo:
     """Analyse `query` in Spark and describe it; raises Spark's AnalysisException if it does not analyse."""
     raw = json.loads(spark.sql(f"SELECT description FROM mv_describe({sql_string(query)})").first()[0])
     windows = [Window(**{k: w[k] for k in Window.__dataclass_fields__}) for w in raw["windows"]]
-    return QueryInfo(raw["shape"], raw["sources"], windows, raw["output"], raw["group_by"], raw["reasons"],
+    output = [Column(c["name"], c["type"], c.get("window_role"), c.get("aggregate")) for c in raw["output"]]
+    return QueryInfo(raw["shape"], raw["sources"], windows, output, raw["group_by"], raw["reasons"],
                      raw.get("combinable", False))

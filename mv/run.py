@@ -57,11 +57,11 @@ class Run:
 
     @property
     def columns(self) -> list[str]:
-        return [c["name"] for c in self.info.output]
+        return [c.name for c in self.info.output]
 
     @property
     def time_type(self) -> str:
-        return next(c["type"] for c in self.info.output if c["window_role"] == "window_start")
+        return next(c.type for c in self.info.output if c.window_role == "window_start")
 
     def temp_view(self, df: DataFrame, suffix: str) -> str:
         name = f"{self.temp}_{suffix}"

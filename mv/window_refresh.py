@@ -171,7 +171,7 @@ def combinable(run: Run) -> bool:
     """Whether changed groups can be combined from their view rows and the changes (mv/combine.py)."""
     info = run.info
     # A float sum added in another order differs in its last bits from the sum recomputed: not combined.
-    exact = all(c.get("aggregate") != "sum_float" for c in info.output)
+    exact = all(c.aggregate != "sum_float" for c in info.output)
     return info.combinable and exact and len(info.sources) == 1 and all(w.kind != "SESSION" for w in info.windows)
 
 
