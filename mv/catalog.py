@@ -40,7 +40,6 @@ class View:
         return late_table(self.name)
 
 
-
 def late_table(name: str) -> str:
     return f"{name}__late"
 

@@ -27,7 +27,3 @@ def lookup(spark: SparkSession, names: list[str]) -> dict[str, Table]:
         return {}
     rows = spark.sql(f"SELECT * FROM mv_delta_tables({', '.join(map(sql_string, names))})").collect()
     return {row.name: Table(row.version, row.id) for row in rows}
-
-
-def version(spark: SparkSession, name: str) -> int:
-    return lookup(spark, [name])[name].version

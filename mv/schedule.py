@@ -212,8 +212,8 @@ def due(spark: SparkSession, view: View, now: datetime, last_refresh: datetime |
     changed = False
     if parse(schedule).kind == "trigger":
         state = read(spark, view.name)
-        changed = state is None or any(lookup(spark, [table])[table].version != version
-                                       for table, version in state.sources.items())
+        tables = lookup(spark, list(state.sources)) if state is not None else {}
+        changed = state is None or any(tables[t].version != v for t, v in state.sources.items())
     return is_due(schedule, now, last_refresh, time_zone=view.time_zone, sources_changed=changed,
                   interval=lambda text: timedelta(microseconds=interval_micros(spark, text)))
 

@@ -93,8 +93,8 @@ object RefreshCommit extends DeltaCommand {
 
   private def commit(spark: SparkSession, spec: Spec, txn: OptimisticTransaction, log: DeltaLog): Seq[Row] = {
     val (actions, counts, operation) = spec.mode match {
-      case "append" => (write(txn, rows(spark, spec, txn)), None, append)
-      case "overwrite" => (txn.filterFiles().map(_.remove) ++ write(txn, rows(spark, spec, txn)), None, overwrite)
+      case "append" => (txn.writeFiles(rows(spark, spec, txn)), None, append)
+      case "overwrite" => (txn.filterFiles().map(_.remove) ++ txn.writeFiles(rows(spark, spec, txn)), None, overwrite)
       case "state" => (Nil, None, append)
       case "merge" =>
         val (written, counts) = merge(spark, spec, txn, log)
@@ -115,8 +115,6 @@ object RefreshCommit extends DeltaCommand {
   /** The source rows, as the view's columns in the view's order. */
   private def rows(spark: SparkSession, spec: Spec, txn: OptimisticTransaction): DataFrame =
     spark.table(spec.rows.get).select(txn.metadata.schema.fieldNames.map(c => col(quoted(c))): _*)
-
-  private def write(txn: OptimisticTransaction, data: DataFrame): Seq[Action] = txn.writeFiles(data)
 
   private def appended(actions: Seq[Action]): Long =
     actions.collect { case a: AddFile => a.numLogicalRecords.getOrElse(0L) }.sum
@@ -159,9 +157,9 @@ object RefreshCommit extends DeltaCommand {
       .when(col("t.__t").isNotNull, missing)
       .when(col("s.__op").isin("upsert", "insert"), "insert")
       .otherwise("none")
+    def image(alias: String): Column = struct(columns.map(c => col(s"$alias.${quoted(c)}").as(c)): _*)
     val classified = target.join(source, expr(spec.on.get), "full_outer").select(action.as("__action"),
-      col("t.__file").as("__file"), col("s.__s").as("__in_source"), struct(columns.map(c => col(s"t.${quoted(c)}").as(c)): _*).as("__old"),
-      struct(columns.map(c => col(s"s.${quoted(c)}").as(c)): _*).as("__new"))
+      col("t.__file").as("__file"), col("s.__s").as("__in_source"), image("t").as("__old"), image("s").as("__new"))
       .where("__action != 'none'").persist(StorageLevel.MEMORY_AND_DISK)
     try {
       // One pass: rows per action and file, which gives both the files to rewrite and the metrics.
@@ -187,7 +185,8 @@ object RefreshCommit extends DeltaCommand {
   /** `condition` (SQL over the view's columns) resolved and folded, as Delta's file skipping needs it. */
   private def resolved(spark: SparkSession, txn: OptimisticTransaction, condition: String): Expression = {
     val relation = LocalRelation(DataTypeUtils.toAttributes(txn.metadata.schema))
-    val analyzed = spark.sessionState.executePlan(Filter(spark.sessionState.sqlParser.parseExpression(condition), relation)).analyzed
+    val parsed = spark.sessionState.sqlParser.parseExpression(condition)
+    val analyzed = spark.sessionState.executePlan(Filter(parsed, relation)).analyzed
     ConstantFolding(analyzed).collectFirst { case Filter(c, _) => c }.get
   }
 
