@@ -1,6 +1,6 @@
 """The Nexmark benchmark's data: two days of history, then a day of bids in scheduled batches.
 
-The site is mv.demo's Site (people, the auctions they open, the bids on them, drawn from hashes of
+The site is mv.auction_site's Site (people, the auctions they open, the bids on them, drawn from hashes of
 the row number and a fixed seed), scaled to ``bids`` bids: HISTORY_SHARE of them over the first two
 days, cached under bench/data/ as Delta tables written in time order; the rest over the third day,
 in BATCHES batches of 2 hours whose sizes follow the day (fewer at night). Each batch also carries
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import functions as F
 
-from mv.demo import MINUTE_US, Site, Size
+from mv.auction_site import MINUTE_US, Site, Size
 
 from bench.windows import DATA_DIR
 
@@ -67,7 +67,7 @@ class Plan:
 
 
 def site(spark, start_us: int) -> Site:
-    """mv.demo's site generator starting at ``start_us`` (its rates of people and auctions)."""
+    """mv.auction_site's generator starting at ``start_us`` (its rates of people and auctions)."""
     return Site(spark, Size(hours=HISTORY_DAYS * 24, rounds=0), start_us)
 
 

@@ -11,9 +11,17 @@ from pyspark.sql import functions as F
 
 from mv.run import Run
 
-# How Delta says the change feed of a version range can no longer be read (not recorded, vacuumed, expired).
-CHANGE_FEED_GONE = ("DELTA_MISSING_CHANGE_DATA", "DELTA_CHANGE_DATA_FILE_NOT_FOUND",
-                    "DELTA_VERSIONS_NOT_CONTIGUOUS", "DELTA_FILE_NOT_FOUND", "VersionNotFound")
+# The error conditions in which Delta says the change feed of a version range can no longer be
+# read (not recorded, its log or files cleaned up, vacuumed).
+CHANGE_FEED_GONE = {"DELTA_MISSING_CHANGE_DATA", "DELTA_VERSIONS_NOT_CONTIGUOUS", "DELTA_VERSION_NOT_FOUND",
+                    "DELTA_TRUNCATED_TRANSACTION_LOG", "DELTA_LOG_FILE_NOT_FOUND", "DELTA_FILE_NOT_FOUND",
+                    "FAILED_READ_FILE.FILE_NOT_EXIST"}
+
+
+def is_gone(error: Exception) -> bool:
+    """Whether `error` is Delta saying a change feed can no longer be read, by its error condition."""
+    condition = error.getCondition() if hasattr(error, "getCondition") else None
+    return condition in CHANGE_FEED_GONE
 
 
 class SourceReplaced(Exception):

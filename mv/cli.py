@@ -292,7 +292,7 @@ def refresh_views(spark: SparkSession, names: list[str], full: bool, out: TextIO
                                                        _datetime(started.started_us) if started else None):
                 continue
             with console.Progress(spark, name, out):
-                outcome = refresh.refresh(spark, name, full=full, _upstream_done=done)
+                outcome = refresh.refresh(spark, name, full=full, refreshed=done)
             done.add(dependencies.qualify(spark, name))
             console.log(out, console.outcome_line(outcome), stamp)
             refreshed += 1

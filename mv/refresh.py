@@ -42,20 +42,28 @@ from mv.state import REFRESH_ID_PROPERTY, USER_METADATA, RefreshState, Stored, s
 from mv.writes import Write
 
 
-def refresh(spark: SparkSession, name: str, full: bool = False, _upstream_done: set | None = None) -> Outcome:
+def refresh(spark: SparkSession, name: str, full: bool = False,
+            refreshed: set[str] | None = None) -> Outcome:
     """Refresh the view `name`: its stale upstream views first, then itself (incrementally if it can).
 
+    `refreshed` names the upstream views already refreshed in this pass (a pass over several views
+    shares one set, so each upstream view refreshes once); the ones this call refreshes are added.
     It runs in a session of its own (same catalog, own settings and temporary views), so its time
     zone and commit metadata never leak into the caller's session or into a concurrent refresh.
+
+    Example:
+        >>> done = set()
+        >>> [refresh(spark, name, refreshed=done).technique for name in ("hot_items", "hot_items_peak")]
+        ['incremental', 'incremental']      # hot_items refreshed once, not again as an upstream
     """
     view = catalog.require(spark, name)
-    done = _upstream_done if _upstream_done is not None else set()
+    done = refreshed if refreshed is not None else set()
     with _own_session(spark, view) as work:
         info = _describe(work, view)
         for source in info.upstream_views:
             if source not in done and (upstream := catalog.load(work, source)) is not None:
                 done.add(source)
-                refresh(spark, upstream.definition.name, _upstream_done=done)
+                refresh(spark, upstream.definition.name, refreshed=done)
         return _refresh(work, view, info, full)
 
 
@@ -200,7 +208,7 @@ def _incremental(run: Run) -> tuple[RefreshState, Write]:
         run.outcome.rows_read = sum(frame.count() for frame in changes.values())
     except Exception as e:  # noqa: BLE001 - Delta reports a lost change feed in several ways
         change_feed.check_sources(run)  # a source created again has no change feed from where the view left off
-        if not any(marker in str(e) for marker in change_feed.CHANGE_FEED_GONE):
+        if not change_feed.is_gone(e):
             raise
         source = next(s for s, v in run.targets.items() if previous.sources.get(s, -1) < v)
         raise change_feed.ChangeFeedGone(source, previous.sources.get(source, -1) + 1) from None
