@@ -7,6 +7,7 @@ Example:
 """
 from mv.api import MaterializedView
 from mv.commands import sql
+from mv.maintainer import attach
 from mv.session import configure, session
 
-__all__ = ["MaterializedView", "configure", "session", "sql"]
+__all__ = ["MaterializedView", "attach", "configure", "session", "sql"]

@@ -13,7 +13,7 @@ from dataclasses import asdict
 
 from pyspark.sql import DataFrame, SparkSession
 
-from mv import catalog, errors, plan, refresh, statements
+from mv import catalog, delta_tables, errors, maintainer, plan, refresh, statements
 from mv.catalog import View
 from mv.query import describe, interval_micros, sql_string
 from mv.state import read
@@ -21,39 +21,45 @@ from mv.statements import Create, Describe, Drop, Explain, Refresh, Show, SparkS
 
 
 def sql(spark: SparkSession, text: str) -> DataFrame:
-    """Run one statement and return its result as a DataFrame."""
+    """Run one statement and return its result as a DataFrame: `spark.sql(text)`, the engine's
+    errors raised as MvError. The materialized-view statements are Spark SQL (the extension hands
+    them to the maintainer, mv/maintainer.py), so spark.sql, %sql cells and Connect clients get
+    the same results."""
+    if isinstance(statements.parse(text), SparkSql):  # parsed here too: a syntax error is an MvError
+        return spark.sql(text)
+    maintainer.attach(spark)
+    try:
+        return spark.sql(text)
+    except Exception as e:
+        converted = errors.from_spark(e)
+        if converted is None:
+            raise
+        raise converted from None
+
+
+def run(spark: SparkSession, text: str) -> list[tuple]:
+    """The rows of one materialized-view statement, in the columns the extension declares for it
+    (MaterializedViewStatements.scala): what the maintainer answers the extension."""
     statement = statements.parse(text)
     match statement:
-        case SparkSql(text=plain):
-            return spark.sql(plain)
         case Create():
-            return _rows(spark, [create(spark, statement)], "status STRING")
+            return [create(spark, statement)]
         case Refresh(name=name, full=full):
-            outcome = refresh.refresh(spark, name, full=full)
-            return _rows(spark, [_outcome_row(outcome)], OUTCOME_SCHEMA)
+            return [_outcome_row(refresh.refresh(spark, name, full=full))]
         case Drop(name=name, if_exists=if_exists):
-            return _rows(spark, [drop(spark, name, if_exists)], "status STRING")
+            return [drop(spark, name, if_exists)]
         case Show():
-            return _rows(spark, [(name,) for name in catalog.list_views(spark)], "name STRING")
+            return [(name,) for name in catalog.list_views(spark)]
         case Describe(name=name, extended=extended):
-            return _rows(spark, describe_view(spark, name, extended), "property STRING, value STRING")
+            return describe_view(spark, name, extended)
         case Explain():
-            return _rows(spark, explain(spark, statement), "property STRING, value STRING")
-    raise AssertionError(statement)
-
-
-OUTCOME_SCHEMA = ("view STRING, technique STRING, reason STRING, refresh_id BIGINT, rows_read BIGINT, "
-                  "rows_inserted BIGINT, rows_updated BIGINT, rows_deleted BIGINT, late_rows BIGINT, "
-                  "groups_combined BIGINT, groups_recomputed BIGINT, duration_s DOUBLE")
+            return explain(spark, statement)
+    raise errors.internal(f"not a materialized-view statement: {text[:80]}")
 
 
 def _outcome_row(o: refresh.Outcome) -> tuple:
     return (o.view, o.technique, o.reason, o.refresh_id, o.rows_read, o.rows_inserted, o.rows_updated,
             o.rows_deleted, o.late_rows, o.groups_combined, o.groups_recomputed, o.duration_s)
-
-
-def _rows(spark: SparkSession, rows: list[tuple], schema: str) -> DataFrame:
-    return spark.createDataFrame(rows, schema)
 
 
 def _validate(spark: SparkSession, statement: Create) -> None:
@@ -158,7 +164,8 @@ def explain(spark: SparkSession, statement: Explain) -> list[tuple]:
         view, previous = catalog.require(spark, statement.name), None
     info = describe(spark, view.definition.query)
     state = read(spark, view.name) if previous is None else _pretend_state(info)
-    chosen = plan.plan(spark, view, info, state)
+    outside = delta_tables.lookup(spark, [view.name])[view.name].changed_outside if previous is None else None
+    chosen = plan.plan(spark, view, info, state, changed_outside=outside)
     return [("technique", chosen.technique), ("reason", chosen.reason), ("shape", info.shape),
             ("sources", ", ".join(info.source_tables)), ("row_key", ", ".join(info.group_by or []))]
 
@@ -168,4 +175,4 @@ def _pretend_state(info):
     return RefreshState(1, {s: 0 for s in info.source_tables})
 
 
-__all__ = ["sql", "create", "drop", "describe_view", "explain", "sql_string"]
+__all__ = ["sql", "run", "create", "drop", "describe_view", "explain", "sql_string"]

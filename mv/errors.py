@@ -27,6 +27,25 @@ class MvError(Exception):
     def getCondition(self) -> str:  # noqa: N802 - the same name as PySpark's errors
         return self.error_class
 
+    def as_json(self) -> dict:
+        """What the maintainer answers the extension (mv/maintainer.py); from_spark reads it back."""
+        return {"error_class": self.error_class, "text": str(self), "params": self.params}
+
+
+def from_spark(error: Exception) -> MvError | None:
+    """The engine's error that reached the caller as a Spark error (a statement run through
+    spark.sql: the extension raises the maintainer's errors with their class, text and parameters)."""
+    condition = getattr(error, "getCondition", lambda: None)()
+    params = getattr(error, "getMessageParameters", lambda: None)() or {}
+    if not condition or not condition.startswith("MV_") or "text" not in params:
+        return None
+    converted = MvError.__new__(MvError)
+    Exception.__init__(converted, f"[{condition}] {params['text']}")
+    converted.error_class = condition
+    converted.params = {k: v for k, v in params.items() if k != "text"}
+    converted.hint = params["text"].split(" Hint: ", 1)[-1].split("\n", 1)[0]
+    return converted
+
 
 def _pointer(text: str, start: int, end: int) -> str:
     line_no = text.count("\n", 0, start) + 1
@@ -94,6 +113,20 @@ def not_incremental(view: str, reasons: list[str]) -> MvError:
                    f"{view} cannot be refreshed incrementally: {'; '.join(reasons)}.",
                    "Use REFRESH POLICY AUTO to fall back to a full refresh, or change the query.",
                    view=view, reasons=",".join(reasons))
+
+
+def view_changed_outside(view: str, version: int) -> MvError:
+    return MvError("MV_VIEW_CHANGED_OUTSIDE",
+                   f"Version {version} of {view}'s table changed its rows, and no refresh wrote it (a write "
+                   "around the view's read-only rule: a path-based write, another engine); the view may no "
+                   "longer be its query, so it cannot continue incrementally.",
+                   f"Run REFRESH MATERIALIZED VIEW {view} FULL once; it recomputes the view from its query.",
+                   view=view, version=version)
+
+
+def internal(what: str) -> MvError:
+    return MvError("MV_INTERNAL_ERROR", f"The maintainer failed: {what}.",
+                   "This is a bug in the engine; please report the statement with the driver's log.", what=what)
 
 
 def change_feed_gone(view: str, source: str, version: int) -> MvError:

@@ -55,11 +55,12 @@ def _append(spark: SparkSession, frame: DataFrame, table: str, note: str, app_id
     writer = frame.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", version)
     for key, value in options.items():
         writer = writer.option(key, value)
-    with session_settings(spark, {USER_METADATA: note}):
+    with session_settings(spark, {USER_METADATA: note, ENGINE_WRITE: "true"}):  # past the read-only rule
         writer.saveAsTable(table)
 
 
 LATE_KEY = "mv_late"
+ENGINE_WRITE = "mv.internal.engineWrite"  # ReadOnlyViews.scala lets this session's writes into views' tables pass
 
 
 def write_late_rows(spark: SparkSession, view: View, late: DataFrame, refresh_id: int,

@@ -29,8 +29,9 @@ INCREMENTAL_KINDS = ("TUMBLE", "HOP", "CUMULATE", "SESSION")
 
 
 def plan(spark: SparkSession, view: View, info: QueryInfo, previous: RefreshState | None,
-         full: bool = False) -> Plan:
-    """Incremental or full, and why (reason codes, as EXPLAIN and the history show them)."""
+         full: bool = False, changed_outside: int | None = None) -> Plan:
+    """Incremental or full, and why (reason codes, as EXPLAIN and the history show them).
+    `changed_outside`: the view's version, if any, that changed its rows and no refresh wrote."""
     policy = view.definition.policy
     if full:
         return Plan("full", "REQUESTED_FULL")
@@ -38,6 +39,10 @@ def plan(spark: SparkSession, view: View, info: QueryInfo, previous: RefreshStat
         return Plan("full", "POLICY_FULL")
     if previous is None:
         return Plan("full", "FIRST_REFRESH")
+    if changed_outside is not None:
+        if policy.startswith("INCREMENTAL"):
+            raise errors.view_changed_outside(view.name, changed_outside)
+        return Plan("full", "VIEW_CHANGED_OUTSIDE")
     blockers = list(info.reasons) + incremental_blockers(spark, info, bool(view.definition.watermark_column))
     if blockers:
         if policy == "INCREMENTAL STRICT":

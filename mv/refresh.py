@@ -116,7 +116,7 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
     view = replace(view, table_id=tables[view.name].id)
     pinned = pinned_targets(spark, view, refresh_id)
     targets = pinned or {s: tables[s].version for s in info.source_tables}
-    chosen = _chosen(spark, view, info, found, full)
+    chosen = _chosen(spark, view, info, found, full, tables[view.name].changed_outside)
     if chosen.technique == "incremental" and any(v < previous.sources.get(s, -1) for s, v in targets.items()):
         chosen = replace(chosen, technique="full", reason="SOURCE_REPLACED")  # dropped and created again
     if chosen.technique == "incremental" and not pinned and targets == previous.sources:
@@ -161,13 +161,14 @@ def _recomputed(run: Run, technique: str) -> tuple[RefreshState, Write]:
     return full_refresh.full(run)
 
 
-def _chosen(spark: SparkSession, view: View, info: QueryInfo, found: Stored, full: bool) -> Plan:
+def _chosen(spark: SparkSession, view: View, info: QueryInfo, found: Stored, full: bool,
+            changed_outside: int | None) -> Plan:
     """Incremental or full, and why (plan.py); a view whose state is lost says so."""
     if found.lost and not full:
         if view.definition.policy.startswith("INCREMENTAL"):
             raise errors.state_lost(view.name)
         return Plan("full", "STATE_LOST")
-    return plan(spark, view, info, found.state, full)
+    return plan(spark, view, info, found.state, full, changed_outside)
 
 
 def _last_refresh_id(spark: SparkSession, view: View) -> int:

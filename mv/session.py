@@ -18,7 +18,7 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from mv import config, jars
+from mv import config, jars, maintainer
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -30,7 +30,8 @@ def _merge_list(existing: str | None, added: list[str]) -> str:
 
 
 def configure(builder: SparkSession.Builder) -> SparkSession.Builder:
-    """Add Delta Lake and the window-function extension to ``builder`` and return it.
+    """Add Delta Lake and the window-function extension to ``builder`` and return it; the session
+    it creates has this process as its maintainer (the materialized-view statements work in spark.sql).
 
     Keeps whatever jars, packages and extensions the builder already names.
 
@@ -47,8 +48,11 @@ def configure(builder: SparkSession.Builder) -> SparkSession.Builder:
         builder = builder.config(
             "spark.jars.packages", _merge_list(options.get("spark.jars.packages"), jars.delta_coordinates()[:1]))
     extensions = _merge_list(options.get("spark.sql.extensions"), [DELTA_EXTENSION, jars.EXTENSION_CLASS])
-    return (builder.config("spark.sql.extensions", extensions)
-            .config("spark.sql.catalog.spark_catalog", DELTA_CATALOG))
+    builder = (builder.config("spark.sql.extensions", extensions)
+               .config("spark.sql.catalog.spark_catalog", DELTA_CATALOG))
+    get_or_create = builder.getOrCreate
+    builder.getOrCreate = lambda: maintainer.attach(get_or_create())  # the statements work in spark.sql
+    return builder
 
 
 def session(master: str | None = None, conf: dict[str, str] | None = None,
@@ -79,7 +83,7 @@ def session(master: str | None = None, conf: dict[str, str] | None = None,
         settings["spark.master"] = master
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = configure(builder).getOrCreate()
+    spark = maintainer.attach(configure(builder).getOrCreate())
     spark.sparkContext.setLogLevel(os.environ.get("MV_LOG_LEVEL", "ERROR"))
     _quiet_python_error_logs()
     return spark

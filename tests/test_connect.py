@@ -2,10 +2,12 @@
 
 Given a local Connect server started with the engine (python -m mv.connect_server, its own MV_HOME),
 when a client made by mv.session(remote=...) runs SQL, MV statements and a refresh, then it gets
-the same answers as an embedded session.
+the same answers as an embedded session; and a plain pyspark Connect client, with no `mv` package
+in its process, runs every statement (tests/statement_suite.py) with the same results.
 """
 from __future__ import annotations
 
+import json
 import os
 import select
 import signal
@@ -13,11 +15,13 @@ import subprocess
 import sys
 import time
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
 import mv
 from mv.connect_server import free_port
+from tests import statement_suite
 
 pytestmark = pytest.mark.slow
 
@@ -124,3 +128,26 @@ def test_a_view_is_created_and_refreshed_incrementally(spark, bid):
     assert rows(spark.table("bid_totals")) == rows(spark.sql(query))
     history = mv.MaterializedView.for_name(spark, "bid_totals").history().collect()
     assert [(h.refresh_id, h.technique) for h in history] == [(1, "full"), (2, "incremental")]
+
+
+def test_a_plain_connect_client_runs_every_statement_as_spark_sql(server):
+    script = Path(statement_suite.__file__)
+    env = {key: value for key, value in os.environ.items() if key not in ("SPARK_REMOTE", "PYTHONPATH")}
+    done = subprocess.run([sys.executable, "-c", PLAIN_CLIENT, str(script), server], capture_output=True,
+                          text=True, env=env, timeout=600, cwd=script.parent.parent.parent)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    imported, transcript = json.loads(done.stdout.strip().splitlines()[-1])
+    assert imported == []  # the client process never loaded the engine
+    assert transcript == statement_suite.expected("suite_connect")
+
+
+# Runs the suite's file as a script (not as part of a package), then lists any mv module it loaded.
+PLAIN_CLIENT = """
+import json, runpy, sys, io, contextlib
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    sys.argv = [sys.argv[1], sys.argv[2]]
+    runpy.run_path(sys.argv[0], run_name="__main__")
+print(json.dumps([[m for m in sys.modules if m == "mv" or m.startswith("mv.")], json.loads(out.getvalue())]))
+"""

@@ -13,14 +13,15 @@ import org.apache.spark.sql.catalyst.catalog.CatalogTable
 import org.apache.spark.sql.catalyst.expressions.{AttributeReference, Expression, ExpressionInfo, Literal}
 import org.apache.spark.sql.catalyst.plans.logical.{LocalRelation, LogicalPlan}
 import org.apache.spark.sql.classic.SparkSession
-import org.apache.spark.sql.delta.{DeltaLog, DeltaTableUtils}
+import org.apache.spark.sql.delta.{DeltaLog, DeltaTableUtils, Snapshot}
+import org.apache.spark.sql.delta.actions.{Action, AddFile, CommitInfo, RemoveFile}
 import org.apache.spark.sql.types.{DataType, DoubleType, LongType, StringType, StructType, TimestampType}
 
 /**
  * What the maintainer reads of Delta tables, from Delta's log and its cached snapshots instead of
  * DESCRIBE round trips (which rebuild a table's state, a Spark job, to report what it does not need):
  * {{{
- *   SELECT * FROM mv_delta_tables('bids', 'hourly')      -- name, version, id: one row per table
+ *   SELECT * FROM mv_delta_tables('bids', 'hourly')      -- name, version, id, changed_outside: one row per table
  *   SELECT * FROM mv_refresh_history                      -- every refresh of the database's views
  *   SELECT * FROM mv_refresh_history('db', 'hourly')      -- one view's
  *   SELECT * FROM mv_refresh_history('db', '', '1')       -- each view's latest refresh
@@ -74,14 +75,32 @@ object DeltaTables {
     val spark = SparkSession.active
     val rows = names.map { name =>
       val table = catalogTable(spark, name)
-      if (!DeltaTableUtils.isDeltaTable(table)) Row(name, -1L, null)
+      if (!DeltaTableUtils.isDeltaTable(table)) Row(name, -1L, null, null)
       else {
-        val snapshot = DeltaLog.forTable(spark, table).update(catalogTableOpt = Some(table))
-        Row(name, snapshot.version, snapshot.metadata.id)
+        val log = DeltaLog.forTable(spark, table)
+        val snapshot = log.update(catalogTableOpt = Some(table))
+        Row(name, snapshot.version, snapshot.metadata.id, outsideChange(log, snapshot).map(Long.box).orNull)
       }
     }
-    LocalRelation.fromExternalRows(output("name" -> StringType, "version" -> LongType, "id" -> StringType), rows)
+    LocalRelation.fromExternalRows(output("name" -> StringType, "version" -> LongType, "id" -> StringType,
+      "changed_outside" -> LongType), rows)
   }
+
+  /**
+   * For a view: the first commit since its last refresh read it that changed its rows and is no
+   * refresh's own (a write around ReadOnlyViews: a path-based write, another engine). Reads the
+   * commits after that version, usually the refresh's own and nothing else. None when there is none,
+   * and when log cleanup already removed those commits (then nothing can tell).
+   */
+  private def outsideChange(log: DeltaLog, snapshot: Snapshot): Option[Long] =
+    snapshot.metadata.configuration.get(RefreshCommit.ReadVersionProperty).map(_.toLong + 1)
+      .filter(_ <= snapshot.version)
+      .flatMap(from => Try(log.getChanges(from).takeWhile(_._1 <= snapshot.version)
+        .collectFirst { case (version, actions) if changesRowsOutsideRefresh(actions) => version }).toOption.flatten)
+
+  private def changesRowsOutsideRefresh(actions: Seq[Action]): Boolean =
+    !actions.exists { case c: CommitInfo => c.userMetadata.exists(_.contains(StateKey)); case _ => false } &&
+      actions.exists { case a: AddFile => a.dataChange; case r: RemoveFile => r.dataChange; case _ => false }
 
   val historySchema: StructType = new StructType()
     .add("view", StringType).add("refresh_id", LongType).add("started_at", TimestampType)

@@ -6,7 +6,7 @@ import org.apache.spark.sql.catalyst.expressions.{Expression, ExpressionInfo}
 
 /**
  * The engine's Spark SQL extension: window table functions (TUMBLE, HOP, CUMULATE, SESSION) in
- * Spark SQL, running as Spark's own operators.
+ * Spark SQL, running as Spark's own operators, and the materialized-view statements.
  *
  * Load it with `spark.sql.extensions=io.mvengine.MvSparkSessionExtension` (mv.session() and
  * mv.configure() do), then:
@@ -20,7 +20,8 @@ class MvSparkSessionExtension extends (SparkSessionExtensions => Unit) {
   override def apply(extensions: SparkSessionExtensions): Unit = {
     // PySpark and Spark re-render messages from their error class, so Spark must know ours.
     WindowErrors.register()
-    // Binds window calls before analysis, and accepts Flink's TABLE(TUMBLE(TABLE t, ...)).
+    // Binds window calls before analysis, and accepts Flink's TABLE(TUMBLE(TABLE t, ...)); plans the
+    // materialized-view statements (CREATE / REFRESH / DROP / SHOW / DESCRIBE / EXPLAIN ... MATERIALIZED VIEW).
     extensions.injectParser((_, parser) => new WindowSqlParser(parser))
     // DESCRIPTOR(col) must be a known function, or Spark rejects the call before any rule sees it.
     extensions.injectFunction(MvSparkSessionExtension.descriptor)
@@ -52,6 +53,8 @@ class MvSparkSessionExtension extends (SparkSessionExtensions => Unit) {
     extensions.injectPlannerStrategy(_ => EkuiperSlidingWindowStrategy)
     // A filter on the window columns also bounds the time column, so Delta can skip files.
     extensions.injectOptimizerRule(_ => PushWindowFiltersToTimeColumn)
+    // Only a view's refresh writes its table: other writes fail with MV_VIEW_READ_ONLY.
+    extensions.injectCheckRule(session => ReadOnlyViews(session))
     // The node runs as Spark's own Project / Expand / Filter / UpdatingSessions operators.
     extensions.injectPlannerStrategy(_ => WindowTableFunctionStrategy)
   }

@@ -47,6 +47,9 @@ object RefreshCommit extends DeltaCommand {
 
   val RefreshIdProperty = "mv.refresh_id"
   val StateProperty = "mv.state"
+  /** The view's version the refresh read: commits after it that change data and are no refresh's
+   *  were written around the read-only rule (DeltaTables.outsideChange). */
+  val ReadVersionProperty = "mv.read_version"
   private val Keyword = "MV_COMMIT_REFRESH"
 
   case class Spec(view: String, mode: String, rows: Option[String], on: Option[String], deleteMatched: Boolean,
@@ -82,7 +85,8 @@ object RefreshCommit extends DeltaCommand {
           Seq(Row("conflict", txn.readVersion, 0L, 0L, 0L))  // another refresh committed since this one started
         } else {
           txn.updateMetadata(txn.metadata.copy(configuration = txn.metadata.configuration ++ Map(
-            RefreshIdProperty -> spec.refreshId.toString, StateProperty -> spec.state)))
+            RefreshIdProperty -> spec.refreshId.toString, StateProperty -> spec.state,
+            ReadVersionProperty -> txn.readVersion.toString)))
           commit(spark, spec, txn, log)
         }
       }

@@ -9,7 +9,9 @@ import org.apache.spark.sql.AnalysisException
 import org.apache.spark.sql.catalyst.expressions.{Add, EvalMode, Literal}
 
 /**
- * Every error the window functions raise, built in one place.
+ * Every error the extension raises, built in one place: the window functions' and the
+ * materialized-view statements' (MV_MAINTAINER_NOT_RUNNING, MV_VIEW_READ_ONLY, and the maintainer's
+ * own errors passed through with their class, text and parameters).
  *
  * Each has a stable error class (tests assert it, not the prose), the offending values as
  * parameters, and a hint saying how to fix the call. Example message:
@@ -31,7 +33,9 @@ object WindowErrors {
     "MV_EKUIPER_WINDOW" -> Seq("UNKNOWN_UNIT", "ARGUMENTS", "NOT_POSITIVE", "INTERVAL_ABOVE_SIZE",
       "BAD_OVER", "MORE_THAN_ONE", "TIME_NOT_TIMESTAMP"),
     "MV_WINDOW_DESCRIPTOR_MISPLACED" -> Nil,
-    "MV_WINDOW_INTERNAL" -> Nil) ++ esperConditions
+    "MV_WINDOW_INTERNAL" -> Nil,
+    "MV_MAINTAINER_NOT_RUNNING" -> Nil,
+    "MV_VIEW_READ_ONLY" -> Nil) ++ esperConditions
 
   private def error(errorClass: String, message: String, hint: String,
                     params: (String, String)*): AnalysisException = {
@@ -47,17 +51,19 @@ object WindowErrors {
    * text instead of an INTERNAL_ERROR. Spark offers no public way to do this; if the reflection
    * ever fails, errors still carry their full message and class, only re-rendering degrades.
    */
-  def register(): Unit = try {
+  def register(): Unit = registerJson("MV_WINDOW_INTERNAL", conditionsJson)
+
+  private def registerJson(probe: String, json: => String): Unit = try {
     val helper = Class.forName("org.apache.spark.SparkThrowableHelper$")
     val reader = helper.getMethod("errorReader").invoke(helper.getField("MODULE$").get(null))
     val readerClass = reader.getClass
     val known = readerClass.getMethod("isValidErrorClass", classOf[String])
-      .invoke(reader, "MV_WINDOW_INTERNAL").asInstanceOf[Boolean]
+      .invoke(reader, probe).asInstanceOf[Boolean]
     if (!known) {
-      val json = Files.createTempFile("mv-error-conditions", ".json")
-      json.toFile.deleteOnExit()
-      Files.writeString(json, conditionsJson)
-      val ours = readerClass.getConstructor(classOf[Seq[_]]).newInstance(Seq(json.toUri.toURL))
+      val file = Files.createTempFile("mv-error-conditions", ".json")
+      file.toFile.deleteOnExit()
+      Files.writeString(file, json)
+      val ours = readerClass.getConstructor(classOf[Seq[_]]).newInstance(Seq(file.toUri.toURL))
       val field = readerClass.getDeclaredField("errorInfoMap")
       field.setAccessible(true)
       field.set(reader, field.get(reader).asInstanceOf[Map[String, Any]] ++
@@ -345,4 +351,29 @@ object WindowErrors {
     error("MV_ESPER_AGGREGATE.NOT_NUMERIC", s"$function: $argument is $dataType, not a number.",
       s"Pass a numeric column or cast it, e.g. CAST($argument AS DOUBLE).",
       "function" -> function, "argument" -> argument, "type" -> dataType)
+
+  // The materialized-view statements (MaterializedViewStatements.scala, ReadOnlyViews.scala).
+
+  def maintainerNotRunning(why: String): AnalysisException = error("MV_MAINTAINER_NOT_RUNNING",
+    s"Materialized-view statements need the engine's maintainer, and $why.",
+    "In a Python session run `import mv; mv.attach(spark)` (mv.session() and mv.configure() do it); " +
+      "SQL and Spark Connect clients connect to `python -m mv.connect_server`. Reading a view needs no maintainer.",
+    "why" -> why)
+
+  def viewReadOnly(table: String, view: String, operation: String): AnalysisException = error("MV_VIEW_READ_ONLY",
+    s"$table belongs to the materialized view $view: only its refresh writes it, and $operation would make the " +
+      "view differ from its query.",
+    s"Change the view's sources and run REFRESH MATERIALIZED VIEW $view; to change its query, CREATE OR REPLACE it.",
+    "table" -> table, "view" -> view, "operation" -> operation)
+
+  /**
+   * An error the maintainer (the Python side) raised, as Spark raises its own: class, full text
+   * and parameters. Its class is added to Spark's error reader first, so re-rendering keeps the text.
+   */
+  def fromMaintainer(errorClass: String, text: String, params: Map[String, String]): AnalysisException = {
+    registerJson(errorClass, s"{\"$errorClass\": {\"message\": [\"<text>\"]}}")
+    val body = text.stripPrefix(s"[$errorClass] ")
+    new AnalysisException(s"[$errorClass] $body", None, None, None, Some(errorClass),
+      params ++ Map("text" -> body), Array.empty)
+  }
 }

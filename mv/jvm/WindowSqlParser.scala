@@ -33,7 +33,8 @@ import org.apache.spark.sql.types.{DataType, StructType}
 class WindowSqlParser(delegate: ParserInterface) extends ParserInterface {
 
   override def parsePlan(sqlText: String): LogicalPlan =
-    RefreshCommit.parse(sqlText, literal => delegate.parseExpression(literal).eval().toString)
+    MaterializedViewStatements.parse(sqlText)
+      .orElse(RefreshCommit.parse(sqlText, literal => delegate.parseExpression(literal).eval().toString))
       .getOrElse(DeltaTables.asTableFunction(parseWindowed(sqlText)))
 
   private def parseWindowed(sqlText: String): LogicalPlan =

@@ -1,0 +1,67 @@
+"""The maintainer behind the SQL statements: the extension hands it every materialized-view statement.
+
+The extension's parser plans `CREATE / REFRESH / DROP / SHOW / DESCRIBE / EXPLAIN ... MATERIALIZED
+VIEW` as a command (mv/jvm/MaterializedViewStatements.scala) that calls the handler this module
+registers in the driver's JVM, through PySpark's own channel from the JVM to Python (the one
+foreachBatch and query listeners use). So the statements are Spark SQL wherever the driver is
+this Python process: `spark.sql`, `%sql` cells, and every Spark Connect client of
+`python -m mv.connect_server`. mv.session(), mv.configure() and the Connect server attach it.
+
+Example:
+    >>> spark = SparkSession.builder.config(...).getOrCreate()     # Delta and the extension loaded
+    >>> mv.attach(spark)
+    >>> spark.sql("REFRESH MATERIALIZED VIEW hourly").show()
+"""
+from __future__ import annotations
+
+import json
+import threading
+
+from pyspark.errors.exceptions.captured import CapturedException
+from pyspark.sql import SparkSession
+
+from mv import errors
+
+_lock = threading.Lock()
+_attached: set[int] = set()  # ids of the gateways whose JVM has this process's handler
+
+
+class Handler:
+    """Runs one statement for the JVM: its rows as JSON, the engine's error as JSON, or the Spark
+    error it met (the Java exception itself, so Spark raises it unchanged)."""
+
+    def __init__(self, spark: SparkSession):
+        self._context = spark.sparkContext
+
+    def run(self, jsession, text: str):
+        from mv import commands  # commands imports the whole refresh; loaded on the first statement
+        spark = SparkSession(self._context, jsparkSession=jsession)
+        try:
+            return json.dumps({"rows": [list(row) for row in commands.run(spark, text)]})
+        except errors.MvError as e:
+            return json.dumps({"error_class": e.error_class, "text": str(e), "params": e.params})
+        except CapturedException as e:
+            if getattr(e, "_origin", None) is not None:
+                return e._origin
+            return json.dumps(errors.internal(str(e)).as_json())
+        except Exception as e:  # noqa: BLE001 - the JVM gets a clear error, not a Python traceback
+            return json.dumps(errors.internal(f"{type(e).__name__}: {e}").as_json())
+
+    class Java:
+        implements = ["io.mvengine.MaintainerHandler"]
+
+
+def attach(spark: SparkSession) -> SparkSession:
+    """Register this process as the maintainer of `spark`'s driver (a local, classic session), once;
+    a Spark Connect session is left as it is (its server has its own). Returns `spark`."""
+    if not hasattr(spark, "_jsparkSession"):
+        return spark
+    gateway = spark.sparkContext._gateway
+    with _lock:
+        if id(gateway) in _attached and spark._jvm.io.mvengine.Maintainer.isRegistered():
+            return spark
+        from pyspark.java_gateway import ensure_callback_server_started
+        ensure_callback_server_started(gateway)
+        spark._jvm.io.mvengine.Maintainer.register(Handler(spark))
+        _attached.add(id(gateway))
+    return spark
