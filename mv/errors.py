@@ -124,6 +124,15 @@ def view_changed_outside(view: str, version: int) -> MvError:
                    view=view, version=version)
 
 
+def extension_not_loaded() -> MvError:
+    return MvError("MV_EXTENSION_NOT_LOADED",
+                   "This Spark session was started without the engine's extension, so it cannot run the "
+                   "materialized-view statements or the window functions.",
+                   "Start the session with mv.session() or mv.configure(builder).getOrCreate(); on a cluster "
+                   "(Databricks included) add the jar `python -m mv.jars` prints to the cluster's libraries and "
+                   "io.mvengine.MvSparkSessionExtension to spark.sql.extensions, then restart it.")
+
+
 def internal(what: str) -> MvError:
     return MvError("MV_INTERNAL_ERROR", f"The maintainer failed: {what}.",
                    "This is a bug in the engine; please report the statement with the driver's log.", what=what)

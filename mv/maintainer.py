@@ -21,6 +21,7 @@ from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import SparkSession
 
 from mv import errors
+from mv.jars import EXTENSION_CLASS
 
 _lock = threading.Lock()
 _attached: set[int] = set()  # ids of the gateways whose JVM has this process's handler
@@ -56,6 +57,8 @@ def attach(spark: SparkSession) -> SparkSession:
     a Spark Connect session is left as it is (its server has its own). Returns `spark`."""
     if not hasattr(spark, "_jsparkSession"):
         return spark
+    if EXTENSION_CLASS not in spark.sparkContext.getConf().get("spark.sql.extensions", ""):
+        raise errors.extension_not_loaded()
     gateway = spark.sparkContext._gateway
     with _lock:
         if id(gateway) in _attached and spark._jvm.io.mvengine.Maintainer.isRegistered():

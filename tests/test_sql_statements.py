@@ -151,3 +151,16 @@ def test_a_write_around_the_rule_stops_a_strict_refresh_whose_hint_works(spark):
     assert _equals_query(spark, "around_strict", bids)
     spark.sql(f"INSERT INTO {bids} VALUES (TIMESTAMP'2024-01-01 00:03:00', 2)")
     assert spark.sql("REFRESH MATERIALIZED VIEW around_strict").first().reason == "CHANGES_ONLY"
+
+
+def test_without_a_maintainer_a_statement_says_how_to_start_one_and_reading_still_works(spark, guarded):
+    spark._jvm.io.mvengine.Maintainer.unregister()  # as in a JVM-only session: spark-sql, a Scala notebook
+    try:
+        with pytest.raises(Exception) as raised:
+            spark.sql(f"REFRESH MATERIALIZED VIEW {guarded}")
+        assert raised.value.getCondition() == "MV_MAINTAINER_NOT_RUNNING"
+        assert "mv.attach(spark)" in str(raised.value) and "python -m mv.connect_server" in str(raised.value)
+        assert spark.table(guarded).count() > 0
+    finally:
+        mv.attach(spark)  # what the hint says
+    assert spark.sql("SHOW MATERIALIZED VIEWS").count() >= 1
