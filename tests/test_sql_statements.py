@@ -38,13 +38,14 @@ LATE_QUERY = """SELECT window_start, window_end, count(*) AS bids, sum(price) AS
 
 @pytest.fixture(scope="module")
 def guarded(spark):
-    """A view with a late table: [00:00, 00:10) is final when the row at 00:05 arrives."""
+    """A view with a late table: [00:00, 00:10) is final when the rows at 00:05 and 00:06 arrive."""
     spark.sql("CREATE TABLE ro_bids (bidtime TIMESTAMP, price INT) USING delta")
     spark.sql("INSERT INTO ro_bids VALUES (TIMESTAMP'2024-01-01 00:01:00', 4), (TIMESTAMP'2024-01-01 00:21:00', 7)")
     spark.sql("CREATE MATERIALIZED VIEW ro_view WATERMARK FOR bidtime AS bidtime - INTERVAL '1' MINUTE "
               f"EMIT ON WINDOW CLOSE GRACE INTERVAL '10' MINUTES AS {LATE_QUERY}")
-    spark.sql("INSERT INTO ro_bids VALUES (TIMESTAMP'2024-01-01 00:05:00', 2)")
-    assert spark.sql("REFRESH MATERIALIZED VIEW ro_view").first().late_rows == 1
+    for late in ("00:05", "00:06"):  # two late rows, two versions of the late table (RESTORE has one to go back to)
+        spark.sql(f"INSERT INTO ro_bids VALUES (TIMESTAMP'2024-01-01 {late}:00', 2)")
+        assert spark.sql("REFRESH MATERIALIZED VIEW ro_view").first().late_rows == 1
     yield "ro_view"
     spark.sql("DROP MATERIALIZED VIEW IF EXISTS ro_view")
 
@@ -62,6 +63,7 @@ WRITES = {
     "MERGE": lambda spark, t: spark.sql(f"MERGE INTO {t} a USING {t} b ON a.window_start = b.window_start "
                                         "WHEN MATCHED THEN DELETE"),
     "TRUNCATE": lambda spark, t: spark.sql(f"TRUNCATE TABLE {t}"),
+    "RESTORE": lambda spark, t: spark.sql(f"RESTORE TABLE {t} TO VERSION AS OF 0"),
     "REPLACE TABLE": lambda spark, t: spark.sql(f"CREATE OR REPLACE TABLE {t} USING delta AS SELECT 1 AS x"),
     "insertInto": lambda spark, t: _frame(spark, t).localCheckpoint().write.insertInto(t),
     "saveAsTable append": lambda spark, t: _frame(spark, t).write.format("delta").mode("append").saveAsTable(t),
@@ -164,3 +166,14 @@ def test_without_a_maintainer_a_statement_says_how_to_start_one_and_reading_stil
     finally:
         mv.attach(spark)  # what the hint says
     assert spark.sql("SHOW MATERIALIZED VIEWS").count() >= 1
+
+
+def test_a_malformed_statement_through_spark_sql_points_at_the_fragment_without_a_java_trace(spark):
+    with pytest.raises(Exception) as raised:
+        spark.sql("CREATE MATERIALIZED VIEW v EMIT ON WINDOW AS SELECT 1")
+
+    assert raised.value.getCondition() == "MV_STATEMENT_SYNTAX"
+    assert raised.value.getMessageParameters()["fragment"] == "WINDOW"
+    text = str(raised.value)
+    assert "== Statement (line 1, position 36) ==" in text and "^^" in text
+    assert "at org.apache" not in text and "py4j" not in text.lower()

@@ -9,13 +9,13 @@ import org.apache.spark.sql.catalyst.plans.logical.{AppendData, LogicalPlan, Ove
   OverwritePartitionsDynamic, ReplaceTable, ReplaceTableAsSelect}
 import org.apache.spark.sql.connector.catalog.TableCatalog
 import org.apache.spark.sql.delta.DeltaLog
-import org.apache.spark.sql.delta.commands.{DeleteCommand, MergeIntoCommand, TruncateDeltaTableCommand,
-  UpdateCommand, WriteIntoDelta}
+import org.apache.spark.sql.delta.commands.{DeleteCommand, MergeIntoCommand, RestoreTableCommand,
+  TruncateDeltaTableCommand, UpdateCommand, WriteIntoDelta}
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
 
 /**
  * A view that only its refresh writes: INSERT, INSERT OVERWRITE, UPDATE, DELETE, MERGE, TRUNCATE,
- * REPLACE TABLE and DataFrame writes into a view's table or its `__late` table fail with
+ * RESTORE, REPLACE TABLE and DataFrame writes into a view's table or its `__late` table fail with
  * MV_VIEW_READ_ONLY before they run, however they were written (SQL, DataFrame writer, DeltaTable
  * API), since all of them are analysed plans. Maintenance (OPTIMIZE, VACUUM, ANALYZE, ALTER TABLE
  * ... SET TBLPROPERTIES) and DROP TABLE pass.
@@ -55,6 +55,8 @@ object ReadOnlyViews {
       case ResolvedTable(_, _, table, _) => Some((table.name, () => table.properties.asScala.toMap, "TRUNCATE"))
       case _ => None
     }
+    case r: RestoreTableCommand =>  // its table is the version restored to: read the current one's log
+      delta(Some(r.sourceTable.name), r.sourceTable.deltaLog, "RESTORE")
     case r: ReplaceTableAsSelect => existing(r.name, "REPLACE TABLE")
     case r: ReplaceTable => existing(r.name, "REPLACE TABLE")
     case _ => None
