@@ -46,7 +46,7 @@ class MaterializedView:
         return dict(commands.describe_view(self._spark, self.name, extended=True))
 
     def history(self) -> DataFrame:
-        """This view's rows of mv_refresh_history, oldest first (columns: mv.history.HISTORY_SCHEMA)."""
+        """This view's rows of mv_refresh_history, oldest first (its columns: docs/statements.md)."""
         return history.of_view(self._spark, self.name)
 
     def toDF(self) -> DataFrame:  # noqa: N802 - DeltaTable's name for it

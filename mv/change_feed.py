@@ -41,6 +41,13 @@ class ChangeFeedGone(Exception):
         self.source, self.version = source, version
 
 
+def none(run: Run, source: str) -> DataFrame:
+    """No changes of `source`, in the shape `read` gives them (a refresh the clock alone moves)."""
+    return (run.spark.table(run.source(source)).where("false")
+            .withColumn("_change_type", F.lit("insert")).withColumn("_commit_version", F.lit(0).cast("long"))
+            .withColumn("_commit_timestamp", F.current_timestamp()).withColumn("__sign", F.lit(1)))
+
+
 def read(run: Run) -> dict[str, DataFrame]:
     """Each source's changes since the version last processed, signed: +1 insert/postimage, -1 delete/preimage."""
     changes = {}

@@ -1,7 +1,8 @@
 """A chart of a view's refresh history: duration, rows written, and how far the watermark lags.
 
 Watermark lag is the time from the watermark to the refresh's start: how old the newest final
-window is when the refresh runs. It is drawn only for views with a WATERMARK. Uses matplotlib's
+window is when the refresh runs. It is drawn only for views with a WATERMARK, a red square where
+the clock moved it (IDLE AFTER, the sources being quiet). Uses matplotlib's
 Agg backend, so it needs no display.
 
 Example:
@@ -69,7 +70,15 @@ def _lag(axes, x: list[int], rows: list) -> None:
     unit, size = next((u, s) for u, s in (("days", 86400), ("hours", 3600), ("minutes", 60), ("seconds", 1))
                       if max(known) >= 2 * s or s == 1)
     axes.plot([i for i, s in zip(x, seconds) if s is not None], [s / size for s in known], marker="o")
+    by_clock = [(i, s / size) for i, s, r in zip(x, seconds, rows) if s is not None and _idle(r)]
+    if by_clock:  # IDLE AFTER: the watermark followed the clock, the sources being quiet
+        axes.scatter(*zip(*by_clock), marker="s", s=60, color="tab:red", zorder=3, label="moved by the clock (idle)")
+        axes.legend(loc="upper right", fontsize="small")
     axes.set_ylabel(f"watermark lag ({unit})")
+
+
+def _idle(row) -> bool:
+    return bool(getattr(row, "watermark_idle", False))
 
 
 def _utc(value: datetime) -> datetime:

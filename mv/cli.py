@@ -246,7 +246,8 @@ def _history(args: argparse.Namespace, out: TextIO) -> int:
     rows = list(reversed(frame.orderBy(F.desc("started_at"), F.desc("refresh_id")).limit(args.limit).collect()))
     shown = [(r.refresh_id, _utc(r.started_us), f"{r.duration_s:.1f}", r.technique, r.reason, r.rows_read,
               r.rows_inserted, r.rows_updated, r.rows_deleted, r.late_rows,
-              _utc(r.watermark_micros) if r.watermark_micros is not None else None) for r in rows]
+              (_utc(r.watermark_micros) + (" (idle)" if r.watermark_idle else "")) if r.watermark_micros is not None
+              else None) for r in rows]
     header = ["id", "started (UTC)", "seconds", "technique", "reason", "read", "inserted", "updated",
               "deleted", "late", "watermark (UTC)"]
     print(console.table(header, shown, right=[h not in ("started (UTC)", "technique", "reason") for h in header])

@@ -84,6 +84,8 @@ def _validate(spark: SparkSession, statement: Create) -> None:
             raise errors.watermark_column(d.name, d.watermark_column, time_columns)
     for interval in (d.watermark_delay, d.grace):
         interval_micros(spark, interval)
+    if d.watermark_idle and interval_micros(spark, d.watermark_idle) <= 0:
+        raise errors.interval(d.watermark_idle, "IDLE AFTER must be longer than zero")
     if d.partitioned_by and d.cluster_by:
         raise errors.unsupported_combination("PARTITIONED BY and CLUSTER BY were both given", "Use one of them.")
     if d.policy == "INCREMENTAL STRICT":

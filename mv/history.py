@@ -3,7 +3,7 @@ came too late for their window (<view>__late).
 
 The history is the views' own commits: each refresh commits once (mv/jvm/RefreshCommit.scala),
 its userMetadata saying what the refresh did, and the extension's `mv_refresh_history` reads
-those commits back, one row per refresh (columns: HISTORY_SCHEMA; the duration ends at the
+those commits back, one row per refresh (columns: docs/statements.md, "history"; the duration ends at the
 commit). It needs no write of its own, so a refresh that committed always has its history row,
 and it reaches back as far as Delta keeps the view's log (delta.logRetentionDuration).
 Late rows are appended with Delta transaction ids (one app id per view and part, the refresh id
@@ -24,10 +24,6 @@ from mv.query import sql_string
 from mv.settings import session_settings
 from mv.state import USER_METADATA
 
-
-HISTORY_SCHEMA = ("view STRING, refresh_id BIGINT, started_at TIMESTAMP, duration_s DOUBLE, technique STRING, "
-                  "reason STRING, source_versions STRING, rows_read BIGINT, rows_inserted BIGINT, "
-                  "rows_updated BIGINT, rows_deleted BIGINT, late_rows BIGINT, watermark_micros BIGINT")
 
 
 def of_view(spark: SparkSession, name: str, newest: int | None = None) -> DataFrame:

@@ -31,12 +31,12 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
 from mv import catalog, change_feed, delta_tables, errors, full_refresh, progress, session_refresh, snapshots
-from mv import window_refresh, writes
+from mv import watermark, window_refresh, writes
 from mv.catalog import View
 from mv.history import pinned_targets
 from mv.plan import Plan, plan
 from mv.query import QueryInfo, describe, sql_string
-from mv.run import Outcome, Run
+from mv.run import Outcome, Run, clock_closes, seen_at
 from mv.settings import session_settings
 from mv.state import REFRESH_ID_PROPERTY, USER_METADATA, RefreshState, Stored, stored
 from mv.writes import Write
@@ -119,17 +119,20 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
     chosen = _chosen(spark, view, info, found, full, tables[view.name].changed_outside)
     if chosen.technique == "incremental" and any(v < previous.sources.get(s, -1) for s, v in targets.items()):
         chosen = replace(chosen, technique="full", reason="SOURCE_REPLACED")  # dropped and created again
-    if chosen.technique == "incremental" and not pinned and targets == previous.sources:
+    now = watermark.now()
+    if chosen.technique == "incremental" and not pinned and targets == previous.sources \
+            and not clock_closes(spark, view.definition, previous, now):
         return Outcome(view.name, "incremental", "NO_CHANGES", previous.refresh_id, targets, started_at=started,
                        watermark=previous.watermark, duration_s=round(time.time() - started, 3))
     outcome = Outcome(view.name, chosen.technique, chosen.reason, refresh_id, targets, started_at=started)
     run = Run(spark, view, info, previous, targets, outcome, marker=found.marker,
-               source_ids={s: tables[s].id for s in info.source_tables})
+              source_ids={s: tables[s].id for s in info.source_tables}, now=now)
     # The view's files, which a merge reads, are listed in the background meanwhile.
     with snapshots.warming(spark, [view.name]):
         try:
             new_state, write = _recomputed(run, chosen.technique)
-            new_state = replace(new_state, source_ids=run.source_ids)
+            new_state = replace(new_state, source_ids=run.source_ids,
+                                event_time_seen_at=seen_at(run, new_state.max_event_time))
             outcome.watermark = new_state.watermark
             outcome.duration_s = round(time.time() - started, 3)
             new_state = replace(new_state, metrics=_metrics(outcome))
@@ -181,7 +184,7 @@ def _last_refresh_id(spark: SparkSession, view: View) -> int:
 
 def _metrics(outcome: Outcome) -> dict:
     keys = ("technique", "reason", "rows_read", "late_rows", "groups_combined", "groups_recomputed",
-            "started_at", "duration_s")
+            "started_at", "duration_s", "watermark_idle")
     return {k: getattr(outcome, k) for k in keys}
 
 
@@ -218,6 +221,10 @@ def _incremental(run: Run) -> tuple[RefreshState, Write]:
     progress.phase(run.view.name, "recomputing")
     views = {source: run.temp_view(frame, f"changes_{i}") for i, (source, frame) in enumerate(changes.items())}
     state = replace(previous, refresh_id=run.outcome.refresh_id, sources=dict(run.targets))
+    if not views and clock_closes(run.spark, run.view.definition, previous, run.now) and run.info.windows:
+        run.outcome.reason = "IDLE_WATERMARK"  # no change: the clock closes windows
+        views = {source: run.temp_view(change_feed.none(run, source), f"changes_{i}")
+                 for i, source in enumerate(run.info.source_tables)}
     if not views:
         return state, writes.STATE_ONLY
     if run.info.shape == "aggregate":

@@ -16,6 +16,7 @@ from mv import watermark
 from mv.catalog import View
 from mv.query import QueryInfo, interval_micros, sql_string
 from mv.state import RefreshState
+from mv.statements import Definition
 
 @dataclass
 class Outcome:
@@ -33,6 +34,7 @@ class Outcome:
     groups_combined: int = 0
     groups_recomputed: int = 0
     watermark: int | None = None
+    watermark_idle: bool = False  # the watermark moved with the clock (IDLE AFTER), not with event time
     started_at: float = 0.0
     duration_s: float = 0.0
 
@@ -54,6 +56,7 @@ class Run:
     cached: list[DataFrame] = field(default_factory=list)
     pinned: dict[str, str] = field(default_factory=dict)  # source table -> its view at the target version
     source_ids: dict[str, str] = field(default_factory=dict)  # Delta table ids, read with the target versions
+    now: int = field(default_factory=watermark.now)  # wall-clock µs at the refresh's start (IDLE AFTER)
 
     @property
     def columns(self) -> list[str]:
@@ -92,13 +95,45 @@ class Run:
 
 def advanced(run: Run, latest: list[int | None]) -> tuple[int | None, int | None]:
     """The max event time after the previous refresh's and the new event times `latest` (None for
-    none), and the watermark it brings (None without a WATERMARK): neither ever goes back."""
+    none), and the watermark it brings (None without a WATERMARK): neither ever goes back. Under
+    IDLE AFTER, when no newer event time came, the clock may move the watermark further (and
+    `run.outcome.watermark_idle` says so)."""
     previous, d = run.previous, run.view.definition
-    max_event = max(filter(None, latest + [previous.max_event_time if previous else None]), default=None)
+    before = previous.max_event_time if previous else None
+    max_event = max(filter(None, latest + [before]), default=None)
     if not d.watermark_column:
         return max_event, None
-    return max_event, watermark.advance(previous.watermark if previous else None, max_event,
-                                        interval_micros(run.spark, d.watermark_delay))
+    delay = interval_micros(run.spark, d.watermark_delay)
+    new = watermark.advance(previous.watermark if previous else None, max_event, delay)
+    by_clock = idle_watermark(run.spark, d, previous, run.now) if max_event == before else None
+    if by_clock is not None and (new is None or by_clock > new):
+        run.outcome.watermark_idle = True
+        return max_event, by_clock
+    return max_event, new
+
+
+def idle_watermark(spark: SparkSession, d: Definition, previous: RefreshState | None, now: int) -> int | None:
+    """The watermark the clock brings a view of definition `d` at `now` if its sources stayed quiet
+    since `previous` (IDLE AFTER), or None."""
+    if not d.watermark_idle or previous is None:
+        return None
+    return watermark.idle(previous.max_event_time, previous.event_time_seen_at, now,
+                          interval_micros(spark, d.watermark_delay), interval_micros(spark, d.watermark_idle))
+
+
+def clock_closes(spark: SparkSession, d: Definition, previous: RefreshState | None, now: int) -> bool:
+    """Whether the clock moves a quiet view's watermark at `now` (IDLE AFTER): a refresh with no
+    change then still closes windows, and a TRIGGER ON UPDATE view is due."""
+    by_clock = idle_watermark(spark, d, previous, now)
+    return by_clock is not None and (previous.watermark is None or by_clock > previous.watermark)
+
+
+def seen_at(run: Run, max_event_time: int | None) -> int | None:
+    """When the view's newest event time was first seen: this refresh's start if it brought it."""
+    previous = run.previous
+    if previous is None or max_event_time != previous.max_event_time or previous.event_time_seen_at is None:
+        return run.now if max_event_time is not None else None
+    return previous.event_time_seen_at
 
 
 def closed_bound(run: Run) -> int:

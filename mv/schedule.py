@@ -5,7 +5,8 @@ The clause is stored as written (statements.py); its three forms mean:
     SCHEDULE CRON '0 * * * *' [AT TIME ZONE 'tz']    due once a cron time has passed since the last
                                                      refresh (the view's time zone unless AT TIME ZONE)
     TRIGGER ON UPDATE [AT MOST EVERY INTERVAL ...]   due when a source has a Delta version the last
-                                                     refresh did not process, and the interval is over
+                                                     refresh did not process (or, under IDLE AFTER, the
+                                                     clock closes windows), and the interval is over
 A view never refreshed is due; a view without the clause never is (refresh it by name).
 `is_due` is pure, so a test drives it with any clock; `due` gathers its inputs from Spark.
 
@@ -30,6 +31,7 @@ from mv import errors
 from mv.catalog import View
 from mv.delta_tables import lookup
 from mv.query import interval_micros
+from mv.run import clock_closes
 from mv.state import read
 from mv.statements import tokenize
 
@@ -213,7 +215,8 @@ def due(spark: SparkSession, view: View, now: datetime, last_refresh: datetime |
     if parse(schedule).kind == "trigger":
         state = read(spark, view.name)
         tables = lookup(spark, list(state.sources)) if state is not None else {}
-        changed = state is None or any(tables[t].version != v for t, v in state.sources.items())
+        changed = state is None or any(tables[t].version != v for t, v in state.sources.items()) \
+            or clock_closes(spark, view.definition, state, int(now.timestamp() * 1_000_000))  # IDLE AFTER
     return is_due(schedule, now, last_refresh, time_zone=view.time_zone, sources_changed=changed,
                   interval=lambda text: timedelta(microseconds=interval_micros(spark, text)))
 

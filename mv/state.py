@@ -38,6 +38,8 @@ class RefreshState:
     # SESSION under EMIT ON WINDOW CLOSE: no session still open (not in the view) starts before this;
     # None: unknown (the next refresh reads every row)
     open_from: int | None = None
+    # Wall-clock µs of the refresh that brought max_event_time: IDLE AFTER counts from it.
+    event_time_seen_at: int | None = None
 
     def to_json(self) -> str:
         return json.dumps({STATE_KEY: asdict(self)}, sort_keys=True)

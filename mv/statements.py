@@ -4,7 +4,8 @@ Only the wrapper is parsed here (CREATE ... AS, REFRESH, DROP, SHOW, DESCRIBE, E
 after AS is Spark's to parse. CREATE's clauses may come in any order, each at most once:
 
     CREATE [OR REPLACE] MATERIALIZED VIEW [IF NOT EXISTS] name
-      [WATERMARK FOR col AS col - INTERVAL ...] [EMIT ON WINDOW CLOSE | EMIT ON UPDATE]
+      [WATERMARK FOR col AS col - INTERVAL ... [IDLE AFTER INTERVAL ...]]
+      [EMIT ON WINDOW CLOSE | EMIT ON UPDATE]
       [GRACE INTERVAL ...] [REFRESH POLICY AUTO | INCREMENTAL [STRICT] | FULL]
       [SCHEDULE EVERY n MINUTES|HOURS|DAYS | SCHEDULE CRON 'expr' [AT TIME ZONE 'tz']
        | TRIGGER ON UPDATE [AT MOST EVERY INTERVAL ...]]
@@ -48,6 +49,7 @@ class Definition:
     query: str
     watermark_column: str | None = None
     watermark_delay: str | None = None
+    watermark_idle: str | None = None  # IDLE AFTER INTERVAL ...: the watermark also follows the clock
     emit: str = "UPDATE"
     grace: str | None = None
     policy: str = "AUTO"
@@ -257,7 +259,8 @@ def _clause(c: _Cursor, d: Definition) -> Definition:
         if again.lower() != column.lower() or (t := c.peek()) is None or t.text != "-":
             raise c.fail(f"{column} - INTERVAL ...", f"Write WATERMARK FOR {column} AS {column} - INTERVAL '5' MINUTES.")
         c.i += 1
-        return replace(d, watermark_column=column, watermark_delay=c.interval())
+        d = replace(d, watermark_column=column, watermark_delay=c.interval())
+        return replace(d, watermark_idle=c.interval()) if c.take_if("IDLE", "AFTER") else d
     if c.at("EMIT"):
         c.once("EMIT")
         c.take("EMIT", "ON")

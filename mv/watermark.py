@@ -1,8 +1,10 @@
-"""Watermarks and when windows close, in microseconds (docs/design.md, rules 10-12).
+"""Watermarks and when windows close, in microseconds (docs/design.md, rules 10-12 and 14).
 
 Watermark = max event time ever processed - delay; it never decreases. A window [start, end) is
 closed when watermark >= end - 1 µs, and final (no late row may change it) when
 watermark >= end + grace; a row whose window is final goes to the view's __late table.
+With IDLE AFTER, a watermark also follows the clock once no newer event time has come for that
+long: as if event time had kept pace with the clock since the newest row (`idle`).
 
 Example:
     >>> advance(None, max_event_time=600_000_000, delay=60_000_000)
@@ -12,7 +14,35 @@ Example:
 """
 from __future__ import annotations
 
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
 from mv.query import time_sql
+
+_clock: Callable[[], float] = time.time  # seconds; tests replace it (`clock`)
+
+
+def now() -> int:
+    """The wall clock in microseconds, as the idle rule reads it."""
+    return int(_clock() * 1_000_000)
+
+
+@contextmanager
+def clock(seconds: Callable[[], float]) -> Iterator[None]:
+    """Read the wall clock from `seconds` in the block (tests move time without sleeping).
+
+    Example:
+        >>> with watermark.clock(lambda: 1_700_000_000.0):
+        ...     watermark.now()
+        1700000000000000
+    """
+    global _clock
+    saved, _clock = _clock, seconds
+    try:
+        yield
+    finally:
+        _clock = saved
 
 
 def advance(previous: int | None, max_event_time: int | None, delay: int) -> int | None:
@@ -21,6 +51,23 @@ def advance(previous: int | None, max_event_time: int | None, delay: int) -> int
         return previous
     candidate = max_event_time - delay
     return candidate if previous is None else max(previous, candidate)
+
+
+def idle(max_event_time: int | None, seen_at: int | None, now_us: int, delay: int,
+         idle_after: int | None) -> int | None:
+    """The watermark the clock brings when no newer event time than `max_event_time` has come since
+    the wall-clock time `seen_at`, for `idle_after` or longer: event time taken to have kept pace
+    with the clock since then, never past `now_us`, minus the delay. None while not idle.
+
+    Example (in minutes of 60_000_000 µs: newest row 09:58 seen at 10:00, now 10:40, delay 5,
+    idle after 30): 09:58 + 40 - 5 = 10:33.
+        >>> M = 60_000_000
+        >>> idle(598 * M, seen_at=600 * M, now_us=640 * M, delay=5 * M, idle_after=30 * M) == 633 * M
+        True
+    """
+    if idle_after is None or max_event_time is None or seen_at is None or now_us - seen_at < idle_after:
+        return None
+    return min(max_event_time + (now_us - seen_at), now_us) - delay
 
 
 def is_closed(window_end: int, watermark: int | None) -> bool:

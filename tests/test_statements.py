@@ -31,6 +31,8 @@ def test_create_with_every_clause_in_any_order():
     ("EMIT ON UPDATE", "emit", "UPDATE"),
     ("PARTITIONED BY (item)", "partitioned_by", "(item)"),
     ("WATERMARK FOR `ts` AS `ts` - INTERVAL '1:30' HOUR TO MINUTE", "watermark_delay", "INTERVAL '1:30' HOUR TO MINUTE"),
+    ("WATERMARK FOR ts AS ts - INTERVAL '5' MINUTES IDLE AFTER INTERVAL '30' MINUTES", "watermark_idle",
+     "INTERVAL '30' MINUTES"),
 ])
 def test_each_clause_is_read(clause, field, value):
     statement = parse(f"CREATE MATERIALIZED VIEW IF NOT EXISTS v {clause} AS {QUERY}")

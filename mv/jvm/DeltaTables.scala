@@ -15,7 +15,7 @@ import org.apache.spark.sql.catalyst.plans.logical.{LocalRelation, LogicalPlan}
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.delta.{DeltaLog, DeltaTableUtils, Snapshot}
 import org.apache.spark.sql.delta.actions.{Action, AddFile, CommitInfo, RemoveFile}
-import org.apache.spark.sql.types.{DataType, DoubleType, LongType, StringType, StructType, TimestampType}
+import org.apache.spark.sql.types.{BooleanType, DataType, DoubleType, LongType, StringType, StructType, TimestampType}
 
 /**
  * What the maintainer reads of Delta tables, from Delta's log and its cached snapshots instead of
@@ -107,7 +107,7 @@ object DeltaTables {
     .add("duration_s", DoubleType).add("technique", StringType).add("reason", StringType)
     .add("source_versions", StringType).add("rows_read", LongType).add("rows_inserted", LongType)
     .add("rows_updated", LongType).add("rows_deleted", LongType).add("late_rows", LongType)
-    .add("watermark_micros", LongType)
+    .add("watermark_micros", LongType).add("watermark_idle", BooleanType)
 
   private def history(args: Seq[String]): LogicalPlan = {
     val spark = SparkSession.active
@@ -161,6 +161,7 @@ object DeltaTables {
     Row(view, state.get("refresh_id").asLong, new Timestamp(startedMs),
       math.max(0L, committed.getTime - startedMs) / 1000.0, m.get("technique").asText, m.get("reason").asText,
       new ObjectMapper().writeValueAsString(state.get("sources")), long(m, "rows_read"), inserted, updated,
-      deleted, long(m, "late_rows"), long(state, "watermark"))
+      deleted, long(m, "late_rows"), long(state, "watermark"),
+      java.lang.Boolean.valueOf(Option(m.get("watermark_idle")).exists(_.asBoolean)))
   }
 }
