@@ -1,5 +1,5 @@
 """Where a refresh is: the phases a progress display follows (`watching`), and the points where
-crash tests kill it (`checkpoint`).
+crash tests kill it (`checkpoint`, `crashing_at`).
 
 Example:
     >>> with progress.watching(lambda view, phase: print(view, phase)):
@@ -18,10 +18,37 @@ from typing import Callable, Iterator
 KILL_POINTS = ("changes_read", "late_rows_written", "committed")
 
 
+class Crash(BaseException):
+    """A refresh stopped at a kill point inside the process (`crashing_at`); a BaseException, so no
+    `except Exception` on the way out can tidy up after it, as none could after a kill -9."""
+
+
+_crash_at: list[str] = []
+
+
 def checkpoint(step: str) -> None:
-    """Crash-safety tests set MV_KILL_AT to one of KILL_POINTS: the process dies there as by kill -9."""
+    """Crash-safety tests stop a refresh at one of KILL_POINTS: the process dies there as by kill -9
+    when MV_KILL_AT names it, the refresh raises `Crash` there inside `crashing_at(step)`."""
     if os.environ.get("MV_KILL_AT") == step:
         os.kill(os.getpid(), signal.SIGKILL)
+    if step in _crash_at:
+        raise Crash(step)
+
+
+@contextmanager
+def crashing_at(step: str) -> Iterator[None]:
+    """Refreshes in the block stop at kill point `step` by raising `Crash`.
+
+    Example:
+        >>> with pytest.raises(progress.Crash), progress.crashing_at("committed"):
+        ...     refresh.refresh(spark, "hourly")
+    """
+    assert step in KILL_POINTS, step
+    _crash_at.append(step)
+    try:
+        yield
+    finally:
+        _crash_at.remove(step)
 
 
 PHASES = ("planning", "reading changes", "recomputing", "merging")

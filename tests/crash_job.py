@@ -1,10 +1,9 @@
-"""Steps of the crash-safety test, one per process (test_mv_exactly_once drives it).
+"""The crash-safety test's source, views and checks (test_mv_exactly_once), and its refresh process.
 
-    python crash_job.py setup STEP       source + two identical views (killed, clean) + first batch,
-                                         then refresh `killed`, killed at STEP
-    python crash_job.py resume N [STEP]  refresh `killed` and `clean`, print their comparison, apply
-                                         batch N, then (with STEP) refresh `killed`, killed at STEP
-Each process both checks the previous crash and makes the next, so the test starts few JVMs.
+    python crash_job.py setup STEP   source + two identical views (killed, clean) + first batch,
+                                     then refresh `killed`, killed (kill -9) at STEP
+    python crash_job.py resume       refresh `killed` and `clean`, print their comparison
+Each process runs on the warehouse of MV_HOME, with Spark's default settings.
 """
 import json
 import os
@@ -17,6 +16,21 @@ VIEW = """CREATE MATERIALIZED VIEW {name}
     AS SELECT item, window_start, window_end, count(*) AS n, sum(price) AS total
     FROM TUMBLE(TABLE(crash_bids), DESCRIPTOR(ts), INTERVAL '10' MINUTES)
     GROUP BY item, window_start, window_end"""
+
+
+def setup(spark) -> None:
+    """The source with its first rows, and the views `killed` and `clean` over it."""
+    spark.sql("CREATE TABLE crash_bids (item STRING, price BIGINT, ts TIMESTAMP) USING delta")
+    spark.sql("""INSERT INTO crash_bids VALUES ('A', 0, TIMESTAMP'2024-01-01 00:01:00'),
+                 ('B', 0, TIMESTAMP'2024-01-01 00:15:00'), ('C', 0, TIMESTAMP'2024-01-01 00:30:00')""")
+    for name in ("killed", "clean"):
+        spark.sql(VIEW.format(name=name))
+
+
+def teardown(spark) -> None:
+    for name in ("killed", "clean"):
+        spark.sql(f"DROP MATERIALIZED VIEW IF EXISTS {name}")
+    spark.sql("DROP TABLE IF EXISTS crash_bids")
 
 
 def batch(spark, n: int) -> None:
@@ -44,30 +58,17 @@ def compare(spark) -> dict:
     }
 
 
-def crash(spark, step: str) -> None:
-    """Refresh `killed` and die at `step` as by kill -9 (mv.refresh.checkpoint)."""
-    os.environ["MV_KILL_AT"] = step
-    mv.sql(spark, "REFRESH MATERIALIZED VIEW killed").collect()
-    raise SystemExit(f"the refresh was not killed at {step}")
-
-
 def main(step: str, *args: str) -> None:
     spark = mv.session(conf={"spark.sql.shuffle.partitions": "2"})
     if step == "setup":
-        spark.sql("CREATE TABLE crash_bids (item STRING, price BIGINT, ts TIMESTAMP) USING delta")
-        spark.sql("""INSERT INTO crash_bids VALUES ('A', 0, TIMESTAMP'2024-01-01 00:01:00'),
-                     ('B', 0, TIMESTAMP'2024-01-01 00:15:00'), ('C', 0, TIMESTAMP'2024-01-01 00:30:00')""")
-        for name in ("killed", "clean"):
-            mv.sql(spark, VIEW.format(name=name))
+        setup(spark)
         batch(spark, 1)
-        crash(spark, args[0])
-    elif step == "resume":
-        mv.sql(spark, "REFRESH MATERIALIZED VIEW killed").collect()
-        mv.sql(spark, "REFRESH MATERIALIZED VIEW clean").collect()
-        print(json.dumps(compare(spark)), flush=True)
-        batch(spark, int(args[0]))
-        if len(args) > 1:
-            crash(spark, args[1])
+        os.environ["MV_KILL_AT"] = args[0]  # the process dies there (mv.progress.checkpoint)
+        spark.sql("REFRESH MATERIALIZED VIEW killed").collect()
+        raise SystemExit(f"the refresh was not killed at {args[0]}")
+    for name in ("killed", "clean"):
+        spark.sql(f"REFRESH MATERIALIZED VIEW {name}").collect()
+    print(json.dumps(compare(spark)), flush=True)
     spark.stop()
 
 
