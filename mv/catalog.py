@@ -44,13 +44,6 @@ def late_table(name: str) -> str:
     return f"{name}__late"
 
 
-def properties(spark: SparkSession, table: str) -> dict[str, str]:
-    """The Delta table's properties. Not SHOW TBLPROPERTIES: it redacts values matching
-    spark.sql.redaction.options.regex, `(?i)url` by default, so a definition saying "hourly" would
-    come back as "*********(redacted)"."""
-    return dict(_detail(spark, table)["properties"] or {})
-
-
 def _detail(spark: SparkSession, table: str):
     return spark.sql(f"DESCRIBE DETAIL {table}").first()
 
@@ -95,9 +88,16 @@ def require(spark: SparkSession, name: str) -> View:
     return view
 
 
-def save(spark: SparkSession, view: View) -> None:
+def definition_property(view: View) -> str:
+    """The table property that makes a Delta table the view `view`, as a TBLPROPERTIES item: the
+    view's table is created with it, in its first commit.
+
+    Example:
+        >>> definition_property(View("hourly", definition, "UTC"))
+        "'mv.definition' = '{\\"cluster_by\\": null, ...}'"
+    """
     stored = json.dumps({**asdict(view.definition), "time_zone": view.time_zone}, sort_keys=True)
-    spark.sql(f"ALTER TABLE {view.name} SET TBLPROPERTIES ('{DEFINITION_PROPERTY}' = {sql_string(stored)})")
+    return f"'{DEFINITION_PROPERTY}' = {sql_string(stored)}"
 
 
 def list_views(spark: SparkSession) -> list[str]:

@@ -15,7 +15,9 @@ from pyspark.sql import DataFrame, SparkSession
 
 from mv import catalog, delta_tables, errors, maintainer, plan, refresh, statements
 from mv.catalog import View
-from mv.query import describe, interval_micros, sql_string
+from mv.history import ENGINE_WRITE
+from mv.query import QueryInfo, describe, interval_micros, sql_string
+from mv.settings import session_settings
 from mv.state import read
 from mv.statements import Create, Describe, Drop, Explain, Refresh, Show, SparkSql
 
@@ -62,8 +64,9 @@ def _outcome_row(o: refresh.Outcome) -> tuple:
             o.rows_deleted, o.late_rows, o.groups_combined, o.groups_recomputed, o.duration_s)
 
 
-def _validate(spark: SparkSession, statement: Create) -> None:
-    """Everything that can be wrong with CREATE, checked before anything is changed."""
+def _validate(spark: SparkSession, statement: Create) -> QueryInfo:
+    """Everything that can be wrong with CREATE, checked before anything is changed; the query's
+    description."""
     d = statement.definition
     info = describe(spark, d.query)
     for source in info.sources:
@@ -92,6 +95,7 @@ def _validate(spark: SparkSession, statement: Create) -> None:
         blockers = info.reasons + plan.incremental_blockers(spark, info, bool(d.watermark_column))
         if blockers:
             raise errors.not_incremental(d.name, blockers)
+    return info
 
 
 def create(spark: SparkSession, statement: Create) -> tuple:
@@ -103,19 +107,22 @@ def create(spark: SparkSession, statement: Create) -> tuple:
         return (f"{d.name} already exists",)
     if existing is not None and not statement.or_replace:
         raise errors.view_exists(d.name)
-    _validate(spark, statement)
+    info = _validate(spark, statement)
     if existing is not None:
         drop(spark, d.name, if_exists=True)
-    info = describe(spark, d.query)
     for source in info.source_tables:
-        if catalog.properties(spark, source).get("delta.enableChangeDataFeed") != "true":
+        if catalog.shown_properties(spark, source).get("delta.enableChangeDataFeed") != "true":
             spark.sql(f"ALTER TABLE {source} SET TBLPROPERTIES (delta.enableChangeDataFeed = true)")
     layout = (f" PARTITIONED BY {d.partitioned_by}" if d.partitioned_by else "") + \
              (f" CLUSTER BY {d.cluster_by}" if d.cluster_by else "") + \
              (f" COMMENT {d.comment}" if d.comment else "")
-    spark.sql(f"CREATE TABLE {d.name} USING delta{layout} TBLPROPERTIES ({_properties(d.tblproperties)}) "
-              f"AS SELECT * FROM ({d.query}) WHERE false")
-    catalog.save(spark, View(d.name, d, spark.conf.get("spark.sql.session.timeZone")))
+    view = View(d.name, d, spark.conf.get("spark.sql.session.timeZone"))
+    # The table is the view from its first commit; a catalog that creates it before writing its
+    # (empty) rows makes that write one into a view's table, which only the engine may do.
+    with session_settings(spark, {ENGINE_WRITE: "true"}):
+        spark.sql(f"CREATE TABLE {d.name} USING delta{layout} "
+                  f"TBLPROPERTIES ({_properties(d.tblproperties)}, {catalog.definition_property(view)}) "
+                  f"AS SELECT * FROM ({d.query}) WHERE false")
     outcome = refresh.refresh(spark, d.name)
     return (f"created {d.name}: {outcome.rows_inserted} rows",)
 
