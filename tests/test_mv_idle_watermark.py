@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import pytest
 
+import mv
 from mv import watermark
-from tests.test_mv_scenarios import COUNTS, SESSIONS, bid, given, refresh, rows, values, version, view_changes  # noqa: F401
+from tests.test_mv_scenarios import (COUNTS, SESSIONS, bid, full_query, given, refresh, rows, values,  # noqa: F401
+                                     version, view_changes)
 
 MIDNIGHT = 1_704_067_200  # 2024-01-01 00:00 UTC, in seconds
 IDLE = "WATERMARK FOR ts AS ts - INTERVAL '1' MINUTES IDLE AFTER INTERVAL '30' MINUTES EMIT ON WINDOW CLOSE"
@@ -84,6 +86,61 @@ def test_a_quiet_source_closes_its_sessions_after_gap_plus_delay_once_idle(spark
 
     assert outcome.reason == "IDLE_WATERMARK"
     assert rows(spark, view) == [("00:01", "00:06", "a", 1), ("00:02", "00:07", "b", 1)]
+
+
+@pytest.mark.parametrize("window, open_at_13, closed_by_the_clock", [
+    ("HOP(TABLE({bids}), DESCRIPTOR(ts), INTERVAL '5' MINUTES, INTERVAL '10' MINUTES)",
+     [("23:55", "00:05", "a", 1), ("00:00", "00:10", "a", 1)], [("00:05", "00:15", "b", 1), ("00:10", "00:20", "b", 1)]),
+    ("CUMULATE(TABLE({bids}), DESCRIPTOR(ts), INTERVAL '5' MINUTES, INTERVAL '10' MINUTES)",
+     [("00:00", "00:05", "a", 1), ("00:00", "00:10", "a", 1)], [("00:10", "00:15", "b", 1), ("00:10", "00:20", "b", 1)]),
+], ids=["HOP", "CUMULATE"])
+def test_hop_and_cumulate_windows_close_with_the_clock_too(spark, given, window, open_at_13, closed_by_the_clock):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:12", 7))
+    query = (f"SELECT window_start, window_end, item, count(*) AS n FROM {window.format(bids=bids)} "
+             "GROUP BY window_start, window_end, item")
+    with at(13):  # watermark 00:11
+        view = given.view(query, IDLE)
+    assert rows(spark, view) == sorted(open_at_13)
+
+    with at(45):  # idle: watermark 00:43
+        assert refresh(spark, view).reason == "IDLE_WATERMARK"
+
+    assert rows(spark, view) == sorted(open_at_13 + closed_by_the_clock)
+    assert rows(spark, view) == sorted(full_query(spark, query))  # every window is closed: the whole query
+
+
+def test_a_view_reading_a_view_sees_the_windows_the_clock_closed_and_describe_says_why(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:12", 7))
+    with at(13):
+        per_window = given.view(COUNTS.format(bids=bids), IDLE)
+        per_item = given.view(f"SELECT item, sum(n) AS bids FROM {per_window} GROUP BY item")
+    assert sorted(map(tuple, spark.table(per_item).collect())) == [("a", 1)]
+
+    with at(45):  # the upstream view first: its [00:10, 00:20) closes by the clock
+        assert refresh(spark, per_item).technique == "incremental"
+
+    assert sorted(map(tuple, spark.table(per_item).collect())) == [("a", 1), ("b", 1)]
+    described = dict(map(tuple, mv.sql(spark, f"DESCRIBE MATERIALIZED VIEW EXTENDED {per_window}").collect()))
+    assert (described["last_refresh.reason"], described["last_refresh.watermark_idle"]) == ("IDLE_WATERMARK", "True")
+
+
+def test_a_source_waking_up_with_rows_older_than_the_clocks_watermark_loses_none(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:12", 7))
+    with at(13):
+        view = given.view(COUNTS.format(bids=bids), IDLE)  # no GRACE: a row for a closed window is late
+    with at(45):
+        refresh(spark, view)  # watermark 00:43: every window up to [00:30, 00:40) is closed
+
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'a', '00:05', 1), bid(4, 'b', '00:33', 2), bid(5, 'c', '00:50', 3))}")
+    with at(52):
+        outcome = refresh(spark, view)
+
+    assert outcome.late_rows == 2
+    assert sorted(r.id for r in spark.table(f"{view}__late").collect()) == [3, 4]
+    assert rows(spark, view) == [("00:00", "00:10", "a", 1, 4), ("00:10", "00:20", "b", 1, 7)]  # [00:50, 01:00) open
+    with at(85):  # quiet again for 33 minutes: [00:50, 01:00) closes with the clock; no row was lost
+        refresh(spark, view)
+    assert rows(spark, view)[-1] == ("00:50", "01:00", "c", 1, 3)
 
 
 def test_without_idle_after_a_quiet_source_keeps_its_windows_open(spark, given):
