@@ -42,7 +42,7 @@ private[mvengine] object SlidingAggregate {
 
   def of(f: AggregateFunction): Option[SlidingAggregate] = f match {
     case c: Count if buffer(c) == Seq(LongType) => Some(CountOf(c))
-    case s: Sum if s.evalContext.evalMode != EvalMode.TRY && exactSum(s.child.dataType) &&
+    case s: Sum if SparkCompat.evalMode(s) != EvalMode.TRY && exactSum(s.child.dataType) &&
         buffer(s) == expectedSumBuffer(s.child.dataType) => Some(SumOf(s))
     case a: Average if a.evalMode != EvalMode.TRY && exactSum(a.child.dataType) &&
         buffer(a) == Seq(a.sumDataType, LongType) => Some(AverageOf(a))
@@ -118,7 +118,7 @@ private abstract class TotalAccumulator(offset: Int, input: DataType) extends Sl
 private case class SumOf(function: Sum) extends SlidingAggregate {
   def inputs: Seq[Expression] = Seq(SlidingAggregate.numericInput(function.child))
   def accumulator(offset: Int): SlidingAccumulator = new TotalAccumulator(offset, inputs.head.dataType) {
-    private val ansi = function.evalContext.evalMode == EvalMode.ANSI
+    private val ansi = SparkCompat.evalMode(function) == EvalMode.ANSI
     def write(buffer: InternalRow, at: Int, frame: (InternalRow => Unit) => Unit): Unit =
       function.dataType match {
         case d: DecimalType =>

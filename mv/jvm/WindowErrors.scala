@@ -41,8 +41,8 @@ object WindowErrors {
                     params: (String, String)*): AnalysisException = {
     val Array(main, sub @ _*) = errorClass.split('.')
     require(conditions.get(main).exists(subs => sub.forall(subs.contains)), s"unknown error class $errorClass")
-    new AnalysisException(s"[$errorClass] $message Hint: $hint", None, None, None, Some(errorClass),
-      params.toMap ++ Map("message" -> message, "hint" -> hint), Array.empty)
+    SparkCompat.analysisException(s"[$errorClass] $message Hint: $hint", errorClass,
+      params.toMap ++ Map("message" -> message, "hint" -> hint))
   }
 
   /**
@@ -373,7 +373,6 @@ object WindowErrors {
   def fromMaintainer(errorClass: String, text: String, params: Map[String, String]): AnalysisException = {
     registerJson(errorClass, s"{\"$errorClass\": {\"message\": [\"<text>\"]}}")
     val body = text.stripPrefix(s"[$errorClass] ")
-    new AnalysisException(s"[$errorClass] $body", None, None, None, Some(errorClass),
-      params ++ Map("text" -> body), Array.empty)
+    SparkCompat.analysisException(s"[$errorClass] $body", errorClass, params ++ Map("text" -> body))
   }
 }
