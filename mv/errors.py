@@ -133,6 +133,15 @@ def extension_not_loaded() -> MvError:
                    "io.mvengine.MvSparkSessionExtension to spark.sql.extensions, then restart it.")
 
 
+def spark_version_unsupported(version: str, lines: tuple[str, ...]) -> MvError:
+    return MvError("MV_SPARK_VERSION_UNSUPPORTED",
+                   f"Spark {version} is not supported: the engine runs on Spark {', '.join(lines)} "
+                   "(Scala 2.13), the lines its Delta Lake release is built for.",
+                   "Install a pyspark of those lines (pip install 'pyspark>=4.0.1,<=4.2.0'; in this checkout "
+                   "make setup SPARK=4.1.4), or run on a cluster of one of them.",
+                   version=version, supported=",".join(lines))
+
+
 def internal(what: str) -> MvError:
     return MvError("MV_INTERNAL_ERROR", f"The maintainer failed: {what}.",
                    "This is a bug in the engine; please report the statement with the driver's log.", what=what)

@@ -1,9 +1,12 @@
 """The JVM jars a session needs: Delta Lake's, fetched once, and the engine's extension, built once.
 
 Delta's pip package holds no jars, so they come from Maven Central through ``mvn`` into the cache
-folder (or, on a machine without Maven, through Spark's own Ivy at session start). The extension is
-compiled from ``mv/jvm/*.scala`` with the Scala compiler inside pyspark's jars folder, and cached
-under a name made of the sources' hash and the Spark version, so a change to either rebuilds it.
+folder (or, on a machine without Maven, through Spark's own Ivy at session start): Delta's artifact
+built for the running Spark line (``delta-spark_4.0_2.13`` on Spark 4.0, and so on). The extension
+is compiled from ``mv/jvm/*.scala`` with the Scala compiler inside pyspark's jars folder, against
+the running Spark's own jars, and cached under a name made of the sources' hash and the Spark
+version, so a change to either rebuilds it. A Spark line no Delta release supports is refused here,
+before anything starts (``MV_SPARK_VERSION_UNSUPPORTED``).
 
 Example:
     $ python -m mv.jars          # fetch Delta, build the extension, print the jar paths
@@ -20,10 +23,28 @@ from pathlib import Path
 
 import pyspark
 
-from mv import config
+from mv import config, errors
 
 JVM_SOURCES = config.PACKAGE_DIR / "jvm"
 EXTENSION_CLASS = "io.mvengine.MvSparkSessionExtension"
+# The Spark lines whose Delta artifact (delta-spark_<line>_2.13) the pinned Delta release publishes
+# and whose pyspark its Python package accepts; Scala 2.13 on every one.
+SUPPORTED_SPARK_LINES = ("4.0", "4.1", "4.2")
+
+
+def spark_line(version: str | None = None) -> str:
+    """The running (or given) Spark's line, "4.1" for 4.1.4; MV_SPARK_VERSION_UNSUPPORTED if the engine has no
+    Delta for it.
+
+    Example:
+        >>> spark_line("4.0.5")
+        '4.0'
+    """
+    version = version or pyspark.__version__
+    line = ".".join(version.split(".")[:2])
+    if line not in SUPPORTED_SPARK_LINES:
+        raise errors.spark_version_unsupported(version, SUPPORTED_SPARK_LINES)
+    return line
 
 
 def pyspark_jars_dir() -> Path:
@@ -31,10 +52,9 @@ def pyspark_jars_dir() -> Path:
 
 
 def delta_coordinates() -> list[str]:
-    """Maven coordinates of the Delta jars that match the pinned delta-spark package."""
-    conf = config.engine_defaults()
-    version, suffix = conf.get("delta.version", "4.4.0"), conf.get("delta.scala.suffix", "4.2_2.13")
-    return [f"io.delta:delta-spark_{suffix}:{version}", f"io.delta:delta-storage:{version}"]
+    """Maven coordinates of the Delta jars for the running Spark line and the pinned delta-spark release."""
+    version = config.engine_defaults().get("delta.version", "4.4.0")
+    return [f"io.delta:delta-spark_{spark_line()}_2.13:{version}", f"io.delta:delta-storage:{version}"]
 
 
 def _jar_name(coordinate: str) -> str:
@@ -114,6 +134,11 @@ def extension_jar() -> Path:
 
 
 def main() -> int:
+    try:
+        spark_line()
+    except errors.MvError as error:
+        print(f"error {error}", file=sys.stderr)
+        return 1
     delta = delta_jars()
     print("delta jars:", ", ".join(map(str, delta)) if delta else "not cached (Ivy fetches them at start)")
     print("extension jar:", extension_jar())

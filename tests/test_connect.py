@@ -130,6 +130,7 @@ def test_a_view_is_created_and_refreshed_incrementally(spark, bid):
     assert [(h.refresh_id, h.technique) for h in history] == [(1, "full"), (2, "incremental")]
 
 
+@pytest.mark.compat
 def test_a_plain_connect_client_runs_every_statement_as_spark_sql(server):
     script = Path(statement_suite.__file__)
     env = {key: value for key, value in os.environ.items() if key not in ("SPARK_REMOTE", "PYTHONPATH")}

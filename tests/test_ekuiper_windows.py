@@ -14,6 +14,8 @@ from pyspark.errors import AnalysisException
 import mv
 from tests import window_reference as ref
 
+pytestmark = pytest.mark.compat  # run on every supported Spark line (make test-compat)
+
 T0 = dt.datetime(2024, 1, 1)
 
 

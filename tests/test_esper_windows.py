@@ -12,6 +12,8 @@ from pyspark.errors import AnalysisException
 
 import esper_reference as ref
 
+pytestmark = pytest.mark.compat  # run on every supported Spark line (make test-compat)
+
 T0 = dt.datetime(2024, 1, 1)
 SECOND = 1_000_000
 FIXTURE = Path(__file__).parent / "fixtures" / "esper_window_errors.txt"

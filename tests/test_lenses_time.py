@@ -7,6 +7,8 @@ import datetime as dt
 
 import pytest
 
+pytestmark = pytest.mark.compat  # run on every supported Spark line (make test-compat)
+
 T0 = dt.datetime(2024, 1, 1)
 
 

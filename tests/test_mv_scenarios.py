@@ -129,6 +129,7 @@ def full_query(spark, view_query: str) -> list[tuple]:
 
 # --- incremental refresh -------------------------------------------------------------------------------
 
+@pytest.mark.compat
 def test_the_first_refresh_is_full_and_the_next_ones_read_only_the_changes(spark, given):
     bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:12", 7))
     view = given.view(COUNTS.format(bids=bids))
@@ -200,6 +201,7 @@ def test_a_refresh_with_nothing_new_changes_nothing(spark, given):
     assert version(spark, view) == before  # nothing committed: no new version, no change feed
 
 
+@pytest.mark.compat
 def test_a_delete_retracts_its_row_and_a_window_left_empty_is_deleted(spark, given):
     bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "a", "00:03", 2), bid(3, "b", "00:12", 7))
     view = given.view(COUNTS.format(bids=bids))
@@ -213,6 +215,7 @@ def test_a_delete_retracts_its_row_and_a_window_left_empty_is_deleted(spark, giv
     assert ("delete", "00:10", "00:20", "b", 1) in view_changes(spark, view, since=before)
 
 
+@pytest.mark.compat
 def test_an_update_of_the_event_time_moves_the_row_to_its_new_window(spark, given):
     bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "a", "00:03", 2), bid(3, "a", "00:12", 7))
     view = given.view(COUNTS.format(bids=bids))
@@ -234,6 +237,7 @@ def test_an_update_of_a_price_and_an_item_retracts_the_old_values(spark, given):
     assert rows(spark, view) == [("00:00", "00:10", "a", 1, 4), ("00:00", "00:10", "b", 1, 10)]
 
 
+@pytest.mark.compat
 def test_the_views_change_feed_shows_a_changed_window_as_pre_and_post_image(spark, given):
     bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:12", 7))
     view = given.view(COUNTS.format(bids=bids))
@@ -375,6 +379,7 @@ def test_windows_closing_for_the_first_time_are_appended_without_a_merge(spark, 
     assert (outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted) == (3, 0, 0)
 
 
+@pytest.mark.compat
 def test_a_late_row_within_grace_updates_its_closed_window(spark, given):
     bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:12", 7))
     view = given.view(COUNTS.format(bids=bids),
@@ -391,6 +396,7 @@ def test_a_late_row_within_grace_updates_its_closed_window(spark, given):
                                                       ("update_preimage", "00:00", "00:10", "a", 1)]
 
 
+@pytest.mark.compat
 def test_a_row_later_than_grace_goes_to_the_late_table_and_is_counted(spark, given):
     bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:21", 7))
     view = given.view(COUNTS.format(bids=bids),
@@ -458,6 +464,7 @@ def test_refresh_full_of_an_on_close_view_leaves_final_windows_final(spark, give
     assert rows(spark, view) == incremental == [("00:00", "00:10", "a", 1, 4)]  # bid 3 is in __late only
 
 
+@pytest.mark.compat
 def test_sessions_under_emit_on_window_close_appear_once_closed_and_late_rows_wait_in_the_late_table(spark, given):
     bids = given.bids(bid(1, "a", "00:00", 1), bid(2, "a", "00:03", 1), bid(3, "b", "00:01", 1))
     view = given.view(SESSIONS.format(bids=bids), ON_CLOSE)

@@ -3,10 +3,13 @@ the same to a user's own builder without dropping what it already has."""
 import os
 from pathlib import Path
 
+import pyspark
+import pytest
 from pyspark.sql import SparkSession
 
 import mv
 from mv import config, jars
+from mv.errors import MvError
 
 
 def test_session_has_delta_the_extension_and_a_local_warehouse(spark):
@@ -67,3 +70,26 @@ def test_extension_jar_name_changes_with_its_sources(monkeypatch, tmp_path):
     assert jars.extension_jar_path() == before
     (sources / "Extra.scala").write_text("package io.mvengine\nobject Extra\n")
     assert jars.extension_jar_path() != before
+
+
+@pytest.mark.compat
+def test_the_delta_jar_is_the_one_built_for_the_running_spark_line():
+    line = ".".join(pyspark.__version__.split(".")[:2])
+    assert jars.delta_coordinates()[0] == f"io.delta:delta-spark_{line}_2.13:4.4.0"
+    assert [jars.spark_line(v) for v in ("4.0.1", "4.1.4", "4.2.0")] == ["4.0", "4.1", "4.2"]
+
+
+@pytest.mark.parametrize("version", ["4.3.0", "3.5.6", "5.0.0"])
+def test_a_spark_no_delta_supports_stops_at_session_start_naming_the_supported_lines(monkeypatch, version):
+    monkeypatch.setattr(pyspark, "__version__", version)
+    with pytest.raises(MvError) as raised:
+        mv.configure(SparkSession.Builder())  # what mv.session() and the Connect server start with
+    assert raised.value.error_class == "MV_SPARK_VERSION_UNSUPPORTED"
+    assert raised.value.params == {"version": version, "supported": "4.0,4.1,4.2"}
+
+
+def test_setup_on_an_unsupported_spark_prints_one_error_line_and_exits_1(monkeypatch, capsys):
+    monkeypatch.setattr(pyspark, "__version__", "4.3.0")
+    assert jars.main() == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error [MV_SPARK_VERSION_UNSUPPORTED]") and err.count("\n") == 1

@@ -17,6 +17,7 @@ from tests import statement_suite
 
 
 @pytest.mark.parametrize("way", ["spark_sql", "mv_sql"])
+@pytest.mark.compat
 def test_every_statement_gives_the_same_result_through_spark_sql_and_mv_sql(spark, way):
     run = spark.sql if way == "spark_sql" else (lambda text: mv.sql(spark, text))
     try:

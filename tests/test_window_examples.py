@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql.types import DecimalType, IntegralType, StringType, TimestampNTZType
 
+pytestmark = pytest.mark.compat  # run on every supported Spark line (make test-compat)
+
 FIXTURES = Path(__file__).parent / "fixtures" / "window_examples"
 
 # Flink prints window_time as window_end - 1 ms; ours is window_end - 1 microsecond (docs/design.md rule 7).

@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 
 import window_reference as ref
 
+pytestmark = pytest.mark.compat  # run on every supported Spark line (make test-compat)
+
 SECOND = 1_000_000
 MINUTE = 60 * SECOND
 
