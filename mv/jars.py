@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 import pyspark
@@ -30,6 +31,7 @@ EXTENSION_CLASS = "io.mvengine.MvSparkSessionExtension"
 # The Spark lines whose Delta artifact (delta-spark_<line>_2.13) the pinned Delta release publishes
 # and whose pyspark its Python package accepts; Scala 2.13 on every one.
 SUPPORTED_SPARK_LINES = ("4.0", "4.1", "4.2")
+SPARK_LINE_RESOURCE = "io/mvengine/spark-line.txt"  # read by SparkCompat.builtLine
 
 
 def spark_line(version: str | None = None) -> str:
@@ -129,6 +131,8 @@ def extension_jar() -> Path:
         )
         if result.returncode != 0:
             raise RuntimeError(f"compiling the Spark extension failed:\n{result.stdout}{result.stderr}")
+        with zipfile.ZipFile(out, "a") as built:  # the extension refuses a session of another line
+            built.writestr(SPARK_LINE_RESOURCE, spark_line())
         os.replace(out, jar)
     return jar
 

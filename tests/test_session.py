@@ -1,10 +1,12 @@
 """mv.session() is an embedded local Spark with Delta and the window functions; mv.configure() adds
 the same to a user's own builder without dropping what it already has."""
 import os
+import zipfile
 from pathlib import Path
 
 import pyspark
 import pytest
+from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
 import mv
@@ -93,3 +95,14 @@ def test_setup_on_an_unsupported_spark_prints_one_error_line_and_exits_1(monkeyp
     assert jars.main() == 1
     err = capsys.readouterr().err
     assert err.startswith("error [MV_SPARK_VERSION_UNSUPPORTED]") and err.count("\n") == 1
+
+
+@pytest.mark.compat
+def test_the_extension_knows_the_spark_line_it_was_built_for_and_refuses_another(spark):
+    with zipfile.ZipFile(jars.extension_jar()) as built:
+        assert built.read(jars.SPARK_LINE_RESOURCE).decode() == jars.spark_line()
+    compat = spark._jvm.io.mvengine.SparkCompat
+    compat.requireLine(compat.builtLine())  # what every session of this Spark passed at its start
+    with pytest.raises(AnalysisException) as raised:
+        compat.requireLine(spark._jvm.scala.Some("3.5"))
+    assert raised.value.getCondition() == "MV_SPARK_VERSION_UNSUPPORTED"

@@ -20,6 +20,8 @@ class MvSparkSessionExtension extends (SparkSessionExtensions => Unit) {
   override def apply(extensions: SparkSessionExtensions): Unit = {
     // PySpark and Spark re-render messages from their error class, so Spark must know ours.
     WindowErrors.register()
+    // A jar built for another Spark line says so now, not with a NoSuchMethodError mid-query.
+    SparkCompat.requireLine(SparkCompat.builtLine)
     // Binds window calls before analysis, and accepts Flink's TABLE(TUMBLE(TABLE t, ...)); plans the
     // materialized-view statements (CREATE / REFRESH / DROP / SHOW / DESCRIBE / EXPLAIN ... MATERIALIZED VIEW).
     extensions.injectParser((_, parser) => new WindowSqlParser(parser))

@@ -1,8 +1,9 @@
 package io.mvengine
 
 import java.lang.reflect.{Constructor, InvocationTargetException}
+import java.nio.charset.StandardCharsets
 
-import org.apache.spark.QueryContext
+import org.apache.spark.{QueryContext, SPARK_VERSION}
 import org.apache.spark.sql.AnalysisException
 import org.apache.spark.sql.catalyst.expressions.EvalMode
 import org.apache.spark.sql.catalyst.expressions.aggregate.Sum
@@ -19,6 +20,17 @@ import org.apache.spark.sql.catalyst.expressions.aggregate.Sum
  *    `Sum(child, evalContext: NumericEvalContext)` with `evalContext.evalMode` from 4.1 on.
  */
 private[mvengine] object SparkCompat {
+
+  /** The Spark line (4.0, 4.1, 4.2) this jar was compiled for, which mv/jars.py stamps into it. */
+  lazy val builtLine: Option[String] = Option(getClass.getResourceAsStream("/io/mvengine/spark-line.txt"))
+    .map(stream => try new String(stream.readAllBytes(), StandardCharsets.UTF_8).trim finally stream.close())
+
+  /** Fails with MV_SPARK_VERSION_UNSUPPORTED when `built` is not the running Spark's line: Catalyst
+   *  differs between lines, so a jar built for another would fail later with a NoSuchMethodError. */
+  def requireLine(built: Option[String]): Unit = {
+    val running = SPARK_VERSION.split('.').take(2).mkString(".")
+    built.filter(_ != running).foreach(line => throw WindowErrors.sparkLineMismatch(SPARK_VERSION, line))
+  }
 
   private lazy val analysisExceptionConstructor: Constructor[AnalysisException] =
     classOf[AnalysisException].getConstructor(classOf[String], classOf[Option[_]], classOf[Option[_]],

@@ -35,7 +35,8 @@ object WindowErrors {
     "MV_WINDOW_DESCRIPTOR_MISPLACED" -> Nil,
     "MV_WINDOW_INTERNAL" -> Nil,
     "MV_MAINTAINER_NOT_RUNNING" -> Nil,
-    "MV_VIEW_READ_ONLY" -> Nil) ++ esperConditions
+    "MV_VIEW_READ_ONLY" -> Nil,
+    "MV_SPARK_VERSION_UNSUPPORTED" -> Nil) ++ esperConditions
 
   private def error(errorClass: String, message: String, hint: String,
                     params: (String, String)*): AnalysisException = {
@@ -359,6 +360,12 @@ object WindowErrors {
     "In a Python session run `import mv; mv.attach(spark)` (mv.session() and mv.configure() do it); " +
       "SQL and Spark Connect clients connect to `python -m mv.connect_server`. Reading a view needs no maintainer.",
     "why" -> why)
+
+  def sparkLineMismatch(running: String, built: String): AnalysisException = error("MV_SPARK_VERSION_UNSUPPORTED",
+    s"This build of the engine's extension is for Spark $built, and this session runs Spark $running.",
+    s"Build the extension for this Spark: `python -m mv.jars` beside pyspark $running (make setup SPARK=$running), " +
+      "and put the jar it prints in spark.jars.",
+    "version" -> running, "built" -> built)
 
   def viewReadOnly(table: String, view: String, operation: String): AnalysisException = error("MV_VIEW_READ_ONLY",
     s"$table belongs to the materialized view $view: only its refresh writes it, and $operation would make the " +
