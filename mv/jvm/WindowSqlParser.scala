@@ -35,17 +35,25 @@ class WindowSqlParser(delegate: ParserInterface) extends ParserInterface {
   override def parsePlan(sqlText: String): LogicalPlan =
     MaterializedViewStatements.parse(sqlText)
       .orElse(RefreshCommit.parse(sqlText, literal => delegate.parseExpression(literal).eval().toString))
-      .getOrElse(DeltaTables.asTableFunction(parseWindowed(sqlText)))
+      .getOrElse(DeltaTables.asTableFunction(parseWindowed(sqlText, delegate.parsePlan)))
 
-  private def parseWindowed(sqlText: String): LogicalPlan =
+  /**
+   * A query alone, as Spark parses a view's text when the view is read: bound like a statement's,
+   * so a view over a window function reads back. Spark 4.0 and 4.1 look functions up
+   * (LookupFunctions) before any resolution rule runs, and would reject the view's DESCRIPTOR.
+   */
+  override def parseQuery(sqlText: String): LogicalPlan =
+    DeltaTables.asTableFunction(parseWindowed(sqlText, delegate.parseQuery))
+
+  private def parseWindowed(sqlText: String, parse: String => LogicalPlan): LogicalPlan =
     EsperDataWindows.Bind(ResolveWindowTableFunctions.Bind(
-      EkuiperWindows.rewrite(parseWithFlinkSyntax(DialectSyntax.rewrite(sqlText)))))
+      EkuiperWindows.rewrite(parseWithFlinkSyntax(DialectSyntax.rewrite(sqlText), parse))))
 
-  private def parseWithFlinkSyntax(sqlText: String): LogicalPlan = {
-    val parsed = try Right(delegate.parsePlan(sqlText)) catch { case e: ParseException => Left(e) }
+  private def parseWithFlinkSyntax(sqlText: String, parse: String => LogicalPlan): LogicalPlan = {
+    val parsed = try Right(parse(sqlText)) catch { case e: ParseException => Left(e) }
     if (parsed.exists(plan => !wrapsWindowCall(plan))) return parsed.toOption.get
     FlinkWindowSyntax.rewrite(sqlText)
-      .flatMap(rewritten => Try(delegate.parsePlan(rewritten)).toOption)
+      .flatMap(rewritten => Try(parse(rewritten)).toOption)
       .getOrElse(parsed.fold(error => throw error, identity))
   }
 
@@ -58,7 +66,6 @@ class WindowSqlParser(delegate: ParserInterface) extends ParserInterface {
         } => call
   }.nonEmpty
 
-  override def parseQuery(sqlText: String): LogicalPlan = delegate.parseQuery(sqlText)
   override def parseExpression(sqlText: String): Expression = delegate.parseExpression(sqlText)
   override def parseTableIdentifier(sqlText: String): TableIdentifier = delegate.parseTableIdentifier(sqlText)
   override def parseFunctionIdentifier(sqlText: String): FunctionIdentifier =
