@@ -92,3 +92,19 @@ def test_window_functions_are_listed_and_described(spark):
     assert {"tumble", "hop", "cumulate", "session", "descriptor"} <= names
     usage = " ".join(r[0] for r in spark.sql("DESCRIBE FUNCTION hop").collect())
     assert "HOP(TABLE(data), DESCRIPTOR(timecol), slide, size [, offset])" in usage
+
+
+@pytest.mark.compat
+@pytest.mark.parametrize("kind", ["TEMP VIEW", "VIEW"])
+@pytest.mark.parametrize("query", [CANONICAL["TUMBLE"], CANONICAL["SESSION"], EQUIVALENT[0][1]])
+def test_a_view_over_a_window_function_reads_back_as_its_query(spark, bids, kind, query):
+    # Spark parses a view's text again when the view is read (Spark 4.0 and 4.1 look its functions
+    # up before any rule binds the window call); a persistent view cannot read a temp view's rows.
+    source = "Bid" if kind == "TEMP VIEW" else "bid_table"
+    if kind == "VIEW":
+        spark.sql("CREATE TABLE IF NOT EXISTS bid_table USING delta AS SELECT * FROM Bid")
+    spark.sql(f"CREATE OR REPLACE {kind} windowed AS {query.replace('Bid', source)}")
+    try:
+        assert rows(spark, "SELECT * FROM windowed") == rows(spark, query)
+    finally:
+        spark.sql("DROP VIEW IF EXISTS windowed")
