@@ -14,6 +14,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
+from mv.query import utc_datetime
+
 
 def plot_history(name: str, rows: list, path: str | Path) -> Path:
     """Draw the history `rows` (mv_refresh_history rows, oldest first) of view `name` into a PNG."""
@@ -60,7 +62,7 @@ def _stacked(axes, x: list[int], rows: list) -> None:
 
 
 def _lag(axes, x: list[int], rows: list) -> None:
-    seconds = [(_utc(r.started_at) - _from_micros(r.watermark_micros)).total_seconds()
+    seconds = [(_utc(r.started_at) - utc_datetime(r.watermark_micros)).total_seconds()
                if r.watermark_micros is not None else None for r in rows]
     known = [s for s in seconds if s is not None]
     if not known:
@@ -85,6 +87,3 @@ def _utc(value: datetime) -> datetime:
     # Spark hands TIMESTAMP values to Python as naive local times.
     return value.astimezone(timezone.utc) if value.tzinfo is None else value
 
-
-def _from_micros(micros: int) -> datetime:
-    return datetime.fromtimestamp(micros / 1_000_000, timezone.utc)

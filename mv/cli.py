@@ -27,7 +27,7 @@ import sys
 import threading
 import traceback
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
@@ -37,6 +37,7 @@ from pyspark.sql import functions as F
 from mv import (api, catalog, chart, commands, config, console, deploy, dependencies, errors, history, refresh,
                 schedule, statements)
 from mv.errors import MvError
+from mv.query import utc_datetime
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -290,7 +291,7 @@ def refresh_views(spark: SparkSession, names: list[str], full: bool, out: TextIO
         try:
             started = last.get(name.lower())
             if due_at is not None and not schedule.due(spark, views[name], due_at,
-                                                       _datetime(started.started_us) if started else None):
+                                                       utc_datetime(started.started_us) if started else None):
                 continue
             with console.Progress(spark, name, out):
                 outcome = refresh.refresh(spark, name, full=full, refreshed=done)
@@ -339,12 +340,8 @@ def _relative(path: Path, folder: Path) -> str:
         return str(path)
 
 
-def _datetime(micros: int) -> datetime:
-    return datetime.fromtimestamp(micros / 1_000_000, timezone.utc)
-
-
 def _utc(micros: int) -> str:
-    return _datetime(micros).strftime("%Y-%m-%d %H:%M:%S")
+    return utc_datetime(micros).strftime("%Y-%m-%d %H:%M:%S")
 
 
 # ---- errors -------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
@@ -112,6 +113,11 @@ def time_sql(micros: int | str, data_type: str) -> str:
     if data_type == "timestamp_ntz":
         return f"timestampadd(MICROSECOND, {micros}, TIMESTAMP_NTZ'1970-01-01 00:00:00')"
     return f"timestamp_micros({micros})"
+
+
+def utc_datetime(micros: int) -> datetime:
+    """Microseconds since the epoch (a watermark, a history row's start) as an aware UTC datetime."""
+    return datetime.fromtimestamp(micros / 1_000_000, timezone.utc)
 
 
 _INTERVALS: dict[str, int] = {}  # literal -> microseconds: Spark parses each literal once per process
