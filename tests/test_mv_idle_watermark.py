@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-import mv
 from mv import watermark
-from tests.test_mv_scenarios import (COUNTS, SESSIONS, bid, full_query, given, refresh, rows, values,  # noqa: F401
-                                     version, view_changes)
+from tests.test_mv_scenarios import (COUNTS, SESSIONS, bid, describe_extended, full_query, given,  # noqa: F401
+                                     refresh, rows, values, version, view_changes)
 
 MIDNIGHT = 1_704_067_200  # 2024-01-01 00:00 UTC, in seconds
 IDLE = "WATERMARK FOR ts AS ts - INTERVAL '1' MINUTES IDLE AFTER INTERVAL '30' MINUTES EMIT ON WINDOW CLOSE"
@@ -120,8 +119,8 @@ def test_a_view_reading_a_view_sees_the_windows_the_clock_closed_and_describe_sa
         assert refresh(spark, per_item).technique == "incremental"
 
     assert sorted(map(tuple, spark.table(per_item).collect())) == [("a", 1), ("b", 1)]
-    described = dict(map(tuple, mv.sql(spark, f"DESCRIBE MATERIALIZED VIEW EXTENDED {per_window}").collect()))
-    assert (described["last_refresh.reason"], described["last_refresh.watermark_idle"]) == ("IDLE_WATERMARK", "True")
+    extended = describe_extended(spark, per_window)
+    assert (extended["last_refresh.reason"], extended["last_refresh.watermark_idle"]) == ("IDLE_WATERMARK", "True")
 
 
 def test_a_source_waking_up_with_rows_older_than_the_clocks_watermark_loses_none(spark, given):

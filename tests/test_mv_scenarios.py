@@ -534,9 +534,14 @@ def test_a_row_within_grace_merges_two_sessions_and_the_change_feed_shows_it(spa
 
 # --- views of views, policies -----------------------------------------------------------------------------
 
+def describe_extended(spark, view: str) -> dict:
+    """DESCRIBE MATERIALIZED VIEW EXTENDED as {field: value}."""
+    return dict(map(tuple, run(spark, f"DESCRIBE MATERIALIZED VIEW EXTENDED {view}")))
+
+
 def last_refresh(spark, view: str) -> tuple:
-    described = dict(map(tuple, run(spark, f"DESCRIBE MATERIALIZED VIEW EXTENDED {view}")))
-    return int(described["last_refresh_id"]), described["last_refresh.technique"]
+    extended = describe_extended(spark, view)
+    return int(extended["last_refresh_id"]), extended["last_refresh.technique"]
 
 
 def test_refreshing_a_view_of_a_view_refreshes_the_upstream_first_and_a_delete_flows_through_both(spark, given):
@@ -655,7 +660,7 @@ def test_show_describe_explain_and_drop(spark, given):
     assert described["emit"] == "WINDOW CLOSE"
     assert described["watermark_column"] == "ts" and described["grace"] == "INTERVAL '10' MINUTES"
     assert f"TABLE({bids})" in described["query"]
-    extended = dict(map(tuple, run(spark, f"DESCRIBE MATERIALIZED VIEW EXTENDED {view}")))
+    extended = describe_extended(spark, view)
     assert extended["last_refresh_id"] == "2" and extended["last_refresh.late_rows"] == "1"
     assert extended["watermark_micros"] == str(1704068700 * 1_000_000)  # 00:25
 

@@ -9,8 +9,9 @@ import org.apache.spark.sql.catalyst.expressions.EvalMode
 import org.apache.spark.sql.catalyst.expressions.aggregate.Sum
 
 /**
- * The few Spark APIs whose shape differs between the Spark versions the extension supports (4.0,
- * 4.1 and 4.2, each with its Delta 4.4 jar). Everything else compiles unchanged against all three;
+ * What differs between the Spark versions the extension supports (4.0, 4.1 and 4.2, each with its
+ * Delta 4.4 jar): which line this jar was built for (a session of another line is refused), and
+ * the few Spark APIs whose shape differs. Everything else compiles unchanged against all three;
  * what differs is reached here by reflection, so one source tree builds for every version.
  *
  *  - `AnalysisException(message, line, startPosition, cause, errorClass, messageParameters, context)`
