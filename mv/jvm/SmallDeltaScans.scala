@@ -1,0 +1,160 @@
+package io.mvengine
+
+import java.time.{LocalDateTime, OffsetDateTime, ZoneOffset}
+
+import scala.util.Try
+import scala.util.control.NonFatal
+
+import com.fasterxml.jackson.databind.{JsonNode, ObjectMapper}
+
+import org.apache.spark.sql.catalyst.expressions.{And, Attribute, EqualTo, Expression, GreaterThan,
+  GreaterThanOrEqual, LessThan, LessThanOrEqual, Literal, Or}
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
+import org.apache.spark.sql.catalyst.rules.Rule
+import org.apache.spark.sql.delta.{DeltaLog, NoMapping, OptimisticTransaction, Snapshot}
+import org.apache.spark.sql.delta.actions.AddFile
+import org.apache.spark.sql.delta.files.{TahoeBatchFileIndex, TahoeLogFileIndex}
+import org.apache.spark.sql.execution.datasources.{HadoopFsRelation, LogicalRelation}
+import org.apache.spark.sql.internal.SQLConf
+import org.apache.spark.sql.types.{ByteType, DataType, DateType, IntegerType, LongType, ShortType,
+  TimestampNTZType, TimestampType}
+
+/**
+ * A scan of a small Delta table takes its files from the list Delta keeps in the table's checksum
+ * file (`allFiles`, written with every commit for tables of up to 50 files) and skips files by
+ * their min/max statistics in the driver, instead of Delta's scan planning, which rebuilds the
+ * table's state and filters its files in Spark jobs: 0.3-1 s for the first query after a commit
+ * on two cores, however small the table. A refresh reads its sources and its view this way, and
+ * its commit lists the view's files the same way (RefreshCommit); so does any query in a session
+ * with the extension, unless `mv.smallTableScans` is set to false. docs/design.md, "The path of a
+ * refresh".
+ *
+ * Skipping is conservative: a file is kept unless its statistics prove that no row meets a
+ * comparison of a column with a constant (integers, dates, timestamps), or an AND / OR of such;
+ * every other condition keeps the file. Filters stay in the plan above the scan, so the rows a
+ * query returns are the same; only which files are opened changes. Tables with deletion vectors
+ * or column mapping, larger tables and versions without a checksum are left to Delta. Inside a
+ * Delta transaction on the same table (a MERGE's or the refresh's commit), the transaction's
+ * snapshot is read and the whole table counts as read for its conflict checks.
+ *
+ * Example: `SELECT * FROM v WHERE window_start >= X` on a 2 MB view opens only the files whose
+ * window_start reaches X, found in `_delta_log/<version>.crc`, with no Spark job to find them.
+ */
+object SmallDeltaScans extends Rule[LogicalPlan] {
+  /** "false" leaves every scan to Delta. */
+  val Enabled = "mv.smallTableScans"
+  /** Larger tables go through Delta's own data skipping, which understands more conditions. */
+  val MaxBytes: Long = 256L << 20
+
+  override def apply(plan: LogicalPlan): LogicalPlan =
+    if (!SQLConf.get.getConfString(Enabled, "true").toBoolean) plan
+    else plan.transformUp {
+      case relation: LogicalRelation => relation.relation match {
+        case fs @ HadoopFsRelation(index: TahoeLogFileIndex, _, _, _, _, _) if index.partitionFilters.isEmpty =>
+          try read(relation, fs, index) catch {  // another Delta build (a vendor's): Delta plans the scan
+            case _: LinkageError | NonFatal(_) => relation
+          }
+        case _ => relation
+      }
+    }
+
+  private def read(relation: LogicalRelation, fs: HadoopFsRelation, index: TahoeLogFileIndex): LogicalRelation = {
+    val active = OptimisticTransaction.getActive().filter(_.deltaLog.isSameLogAs(index.deltaLog))
+      .filterNot(_ => index.isTimeTravelQuery)
+    val snapshot = active.map(_.snapshot).getOrElse(index.getSnapshot)
+    listed(snapshot).map { files =>
+      active.foreach(_.readWholeTable())
+      val checksum = new ChecksumFileIndex(fs.sparkSession, files, index.deltaLog, index.path, snapshot)
+      relation.copy(relation = fs.copy(location = checksum)(fs.sparkSession))
+    }.getOrElse(relation)
+  }
+
+  /** The snapshot's files from its checksum, when it lists them all, is small, and uses neither
+   *  deletion vectors nor column mapping (whose statistics are keyed by physical names). */
+  def listed(snapshot: Snapshot): Option[Seq[AddFile]] =
+    snapshot.checksumOpt.filter(crc => crc.tableSizeBytes <= MaxBytes && snapshot.metadata.columnMappingMode == NoMapping)
+      .flatMap(crc => crc.allFiles.filter(files => files.size == crc.numFiles && files.forall(_.deletionVector == null)))
+
+  /** `files` less those whose statistics prove no row meets all of `filters`. */
+  def skipped(files: Seq[AddFile], filters: Seq[Expression]): Seq[AddFile] =
+    if (filters.isEmpty) files
+    else files.filter(file => Try(FileStats(file.stats)).toOption.forall(stats => filters.forall(mayMatch(_, stats))))
+
+  /** Whether a row of a file with these statistics may meet `condition`. */
+  private def mayMatch(condition: Expression, stats: FileStats): Boolean = condition match {
+    case And(left, right) => mayMatch(left, stats) && mayMatch(right, stats)
+    case Or(left, right) => mayMatch(left, stats) || mayMatch(right, stats)
+    case c @ (_: EqualTo | _: LessThan | _: LessThanOrEqual | _: GreaterThan | _: GreaterThanOrEqual) =>
+      val (left, right) = (c.children.head, c.children(1))
+      (left, right) match {
+        case (a: Attribute, Literal(v, _)) => compare(c, a, v, flipped = false, stats)
+        case (Literal(v, _), a: Attribute) => compare(c, a, v, flipped = true, stats)
+        case _ => true
+      }
+    case _ => true
+  }
+
+  private def compare(c: Expression, a: Attribute, value: Any, flipped: Boolean, stats: FileStats): Boolean = {
+    val bounds = for {
+      v <- ordinal(value, a.dataType)
+      min <- stats.bound("minValues", a.name, a.dataType, upper = false)
+      max <- stats.bound("maxValues", a.name, a.dataType, upper = true)
+    } yield (v, min, max)
+    bounds.forall { case (v, min, max) =>
+      (c, flipped) match {
+        case (_: EqualTo, _) => min <= v && v <= max
+        case (_: LessThan, false) | (_: GreaterThan, true) => min < v                  // column < v
+        case (_: LessThanOrEqual, false) | (_: GreaterThanOrEqual, true) => min <= v   // column <= v
+        case (_: GreaterThan, false) | (_: LessThan, true) => max > v                  // column > v
+        case _ => max >= v                                                             // column >= v
+      }
+    }
+  }
+
+  /** A constant of one of the types skipped on, as a Long in Spark's internal representation. */
+  private def ordinal(value: Any, dataType: DataType): Option[Long] = (value, dataType) match {
+    case (null, _) => None
+    case (v: Long, LongType | TimestampType | TimestampNTZType) => Some(v)
+    case (v: Int, IntegerType | DateType) => Some(v.toLong)
+    case (v: Short, ShortType) => Some(v.toLong)
+    case (v: Byte, ByteType) => Some(v.toLong)
+    case _ => None
+  }
+
+  /** A file's statistics as Delta wrote them (`numRecords`, `minValues`, `maxValues`, `nullCount`). */
+  private case class FileStats(json: JsonNode) {
+    /** The column's minimum or maximum as an ordinal, None when unknown. Delta writes timestamps
+     *  truncated to milliseconds, so an upper bound is the written one plus 999 microseconds. */
+    def bound(kind: String, column: String, dataType: DataType, upper: Boolean): Option[Long] = {
+      val node = Option(json.get(kind)).flatMap(values => Option(values.get(column)).orElse(
+        scala.jdk.CollectionConverters.IteratorHasAsScala(values.fieldNames).asScala
+          .find(_.equalsIgnoreCase(column)).map(values.get)))
+      node.filterNot(_.isNull).flatMap(n => Try(dataType match {
+        case TimestampType => micros(OffsetDateTime.parse(n.asText).toInstant) + (if (upper) 999L else 0L)
+        case TimestampNTZType => micros(LocalDateTime.parse(n.asText).toInstant(ZoneOffset.UTC)) + (if (upper) 999L else 0L)
+        case DateType => java.time.LocalDate.parse(n.asText).toEpochDay
+        case LongType | IntegerType | ShortType | ByteType if n.isIntegralNumber => n.asLong
+      }).toOption)
+    }
+
+    private def micros(instant: java.time.Instant): Long =
+      Math.addExact(Math.multiplyExact(instant.getEpochSecond, 1000000L), instant.getNano / 1000L)
+  }
+
+  private object FileStats {
+    private val mapper = new ObjectMapper()
+    def apply(stats: String): FileStats = new FileStats(mapper.readTree(stats))
+  }
+}
+
+/** A Delta table's files as listed in its checksum, skipped by the scan's filters in the driver. */
+class ChecksumFileIndex(spark: org.apache.spark.sql.SparkSession, files: Seq[AddFile], log: DeltaLog,
+    path: org.apache.hadoop.fs.Path, snapshot: Snapshot)
+  extends TahoeBatchFileIndex(spark, "read", files, log, path, snapshot) {
+
+  override def matchingFiles(partitionFilters: Seq[Expression], dataFilters: Seq[Expression]): Seq[AddFile] = {
+    val inPartitions = if (partitionSchema.isEmpty || partitionFilters.isEmpty) files
+      else super.matchingFiles(partitionFilters, dataFilters)
+    SmallDeltaScans.skipped(inPartitions, dataFilters)
+  }
+}
