@@ -125,6 +125,9 @@ object RefreshCommit extends DeltaCommand {
 
   private def quoted(name: String): String = "`" + name.replace("`", "``") + "`"
 
+  /** The rows a merge writes per file, at most: a file per this many rows written. */
+  val RowsPerFile = 1000000L
+
   case class Counts(inserted: Long, updated: Long, deleted: Long, copied: Long, source: Long,
       filesAdded: Long, filesRemoved: Long)
 
@@ -179,7 +182,10 @@ object RefreshCommit extends DeltaCommand {
       val data = rewritten.select(when(col("__action") === "keep", col("__old")).otherwise(col("__new")).as("r"))
         .select(columns.map(c => col(s"r.${quoted(c)}")): _*)
       val feed = touched.nonEmpty && CDCReader.isCDCEnabledOnTable(txn.metadata, spark)
-      val written = txn.writeFiles(if (feed) withChangeFeed(data, classified, columns) else data)
+      // As many files as the rows need, not one per shuffle partition: a small change writes one.
+      val files = math.max(1L, (rowsOf("insert") + rowsOf("update") + rowsOf("keep", touchedOnly = true)) / RowsPerFile)
+      val written = txn.writeFiles((if (feed) withChangeFeed(data, classified, columns) else data)
+        .coalesce(math.min(files, Int.MaxValue.toLong).toInt))
       val counts = Counts(rowsOf("insert"), rowsOf("update"), rowsOf("delete"), rowsOf("keep", touchedOnly = true),
         perFile.map(_._4).sum, written.count(_.isInstanceOf[AddFile]).toLong, removed.size.toLong)
       (written ++ removed, counts)
