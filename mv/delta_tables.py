@@ -4,7 +4,7 @@ to report figures a refresh does not need.
 
 Example:
     >>> delta_tables.lookup(spark, ["bids", "hourly"])
-    {'bids': Table(version=7, id='5d3c...', changed_outside=None), 'hourly': Table(version=12, ...)}
+    {'bids': Table(version=7, id='5d3c...', changed_outside=None, small=True), 'hourly': Table(version=12, ...)}
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ class Table:
     version: int  # -1 for a table that is not a Delta table
     id: str | None
     changed_outside: int | None = None  # a view's first version since its last refresh that no refresh wrote
+    small: bool = False  # its checksum lists its files: scans and the commit read them without a Spark job
 
 
 def lookup(spark: SparkSession, names: list[str]) -> dict[str, Table]:
@@ -27,4 +28,4 @@ def lookup(spark: SparkSession, names: list[str]) -> dict[str, Table]:
     if not names:
         return {}
     rows = spark.sql(f"SELECT * FROM mv_delta_tables({', '.join(map(sql_string, names))})").collect()
-    return {row.name: Table(row.version, row.id, row.changed_outside) for row in rows}
+    return {row.name: Table(row.version, row.id, row.changed_outside, row.small) for row in rows}

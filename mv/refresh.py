@@ -127,8 +127,9 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
     outcome = Outcome(view.name, chosen.technique, chosen.reason, refresh_id, targets, started_at=started)
     run = Run(spark, view, info, previous, targets, outcome, marker=found.marker,
               source_ids={s: tables[s].id for s in info.source_tables}, now=now)
-    # The view's files, which a merge reads, are listed in the background meanwhile.
-    with snapshots.warming(spark, [view.name]):
+    # A view too large for its checksum to list its files has them listed in the background meanwhile,
+    # for the merge; a small view's files are read from its checksum without a Spark job.
+    with snapshots.warming(spark, [] if tables[view.name].small else [view.name]):
         try:
             new_state, write = _recomputed(run, chosen.technique)
             new_state = replace(new_state, source_ids=run.source_ids,
