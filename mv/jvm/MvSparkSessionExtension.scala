@@ -55,8 +55,8 @@ class MvSparkSessionExtension extends (SparkSessionExtensions => Unit) {
     extensions.injectPlannerStrategy(_ => EkuiperSlidingWindowStrategy)
     // A filter on the window columns also bounds the time column, so Delta can skip files.
     extensions.injectOptimizerRule(_ => PushWindowFiltersToTimeColumn)
-    // In a refresh's own session, a small Delta table is read whole from the file list in its
-    // checksum, without the jobs that skip its files.
+    // A small Delta table's files come from the list in its checksum, skipped by their statistics
+    // in the driver, without the Spark jobs of Delta's scan planning (`mv.smallTableScans`).
     extensions.injectOptimizerRule(_ => SmallDeltaScans)
     // Only a view's refresh writes its table: other writes fail with MV_VIEW_READ_ONLY.
     extensions.injectCheckRule(session => ReadOnlyViews(session))

@@ -182,11 +182,12 @@ object RefreshCommit extends DeltaCommand {
       val data = rewritten.select(when(col("__action") === "keep", col("__old")).otherwise(col("__new")).as("r"))
         .select(columns.map(c => col(s"r.${quoted(c)}")): _*)
       val feed = touched.nonEmpty && CDCReader.isCDCEnabledOnTable(txn.metadata, spark)
+      val (inserted, updated, copied) = (rowsOf("insert"), rowsOf("update"), rowsOf("keep", touchedOnly = true))
       // As many files as the rows need, not one per shuffle partition: a small change writes one.
-      val files = math.max(1L, (rowsOf("insert") + rowsOf("update") + rowsOf("keep", touchedOnly = true)) / RowsPerFile)
+      val files = math.max(1L, (inserted + updated + copied) / RowsPerFile)
       val written = txn.writeFiles((if (feed) withChangeFeed(data, classified, columns) else data)
         .coalesce(math.min(files, Int.MaxValue.toLong).toInt))
-      val counts = Counts(rowsOf("insert"), rowsOf("update"), rowsOf("delete"), rowsOf("keep", touchedOnly = true),
+      val counts = Counts(inserted, updated, rowsOf("delete"), copied,
         perFile.map(_._4).sum, written.count(_.isInstanceOf[AddFile]).toLong, removed.size.toLong)
       (written ++ removed, counts)
     } finally classified.unpersist()

@@ -2,6 +2,7 @@ package io.mvengine
 
 import java.time.{LocalDateTime, OffsetDateTime, ZoneOffset}
 
+import scala.jdk.CollectionConverters._
 import scala.util.Try
 import scala.util.control.NonFatal
 
@@ -127,8 +128,7 @@ object SmallDeltaScans extends Rule[LogicalPlan] {
      *  truncated to milliseconds, so an upper bound is the written one plus 999 microseconds. */
     def bound(kind: String, column: String, dataType: DataType, upper: Boolean): Option[Long] = {
       val node = Option(json.get(kind)).flatMap(values => Option(values.get(column)).orElse(
-        scala.jdk.CollectionConverters.IteratorHasAsScala(values.fieldNames).asScala
-          .find(_.equalsIgnoreCase(column)).map(values.get)))
+        values.fieldNames.asScala.find(_.equalsIgnoreCase(column)).map(values.get)))
       node.filterNot(_.isNull).flatMap(n => Try(dataType match {
         case TimestampType => micros(OffsetDateTime.parse(n.asText).toInstant) + (if (upper) 999L else 0L)
         case TimestampNTZType => micros(LocalDateTime.parse(n.asText).toInstant(ZoneOffset.UTC)) + (if (upper) 999L else 0L)
@@ -153,7 +153,7 @@ class ChecksumFileIndex(spark: org.apache.spark.sql.SparkSession, files: Seq[Add
   extends TahoeBatchFileIndex(spark, "read", files, log, path, snapshot) {
 
   override def matchingFiles(partitionFilters: Seq[Expression], dataFilters: Seq[Expression]): Seq[AddFile] = {
-    val inPartitions = if (partitionSchema.isEmpty || partitionFilters.isEmpty) files
+    val inPartitions = if (partitionSchema.isEmpty || partitionFilters.isEmpty) addFiles
       else super.matchingFiles(partitionFilters, dataFilters)
     SmallDeltaScans.skipped(inPartitions, dataFilters)
   }
