@@ -75,8 +75,8 @@ def _own_session(spark: SparkSession, view: View) -> Iterator[SparkSession]:
         work = spark.cloneSession()
     else:
         work = spark.newSession()
-        for key, value in spark.conf.getAll.items():
-            if key.startswith("spark.sql.") and work.conf.isModifiable(key):
+        for key, value in spark.conf.getAll.items():  # Spark's session settings and the engine's own
+            if key.startswith("mv.") or (key.startswith("spark.sql.") and work.conf.isModifiable(key)):
                 work.conf.set(key, value)
     work.conf.set("spark.sql.session.timeZone", view.time_zone)
     work.catalog.setCurrentCatalog(spark.catalog.currentCatalog())   # names resolve as in the caller's

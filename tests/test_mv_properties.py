@@ -432,6 +432,9 @@ def run_example(spark, data, catalogue: dict[str, Spec], operations: list[str]) 
     # Both ways of keeping windows: combined from the view's rows, or recomputed from the source.
     combine_always = data.draw(st.booleans(), label="combine windows however few")
     window_refresh.COMBINE_AFTER_RUNS = 0 if combine_always else window_refresh.MAX_RANGES
+    # Both ways of merging into the view: classified in the driver (small), or by a distributed join.
+    distributed = data.draw(st.booleans(), label="merge by a distributed join")
+    spark.conf.set("mv.localMergeRows", "0" if distributed else "100000")
     try:
         example.create(views=VIEWS)
         for operation in data.draw(st.lists(st.sampled_from(operations), min_size=2, max_size=7), label="operations"):
@@ -440,6 +443,7 @@ def run_example(spark, data, catalogue: dict[str, Spec], operations: list[str]) 
             example.refresh(name)
     finally:
         window_refresh.COMBINE_AFTER_RUNS = window_refresh.MAX_RANGES
+        spark.conf.unset("mv.localMergeRows")
         example.drop()
 
 

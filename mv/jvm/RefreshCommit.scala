@@ -143,9 +143,10 @@ object RefreshCommit extends DeltaCommand {
   }
 
   /**
-   * The merge: one pass classifies every candidate view row and source row (kept, updated,
-   * deleted, inserted), cached; the files holding an updated or deleted row are rewritten with
-   * their kept rows, the updates and the inserts, and the change feed is written beside them.
+   * The merge: every candidate view row and source row is classified (kept, updated, deleted,
+   * inserted), in the driver when both sides are small (LocalMerge), else by a full outer join,
+   * cached; the files holding an updated or deleted row are rewritten with their kept rows, the
+   * updates and the inserts, and the change feed is written beside them.
    */
   private def merge(spark: SparkSession, spec: Spec, txn: OptimisticTransaction, log: DeltaLog)
       : (Seq[Action], Counts) = {
@@ -153,25 +154,12 @@ object RefreshCommit extends DeltaCommand {
     // NOT MATCHED BY SOURCE reads every view row; otherwise the filter lets Delta skip other files.
     val filter = spec.targetFilter.filter(_ => spec.deleteMissing.isEmpty)
     val candidates = viewFiles(txn, filter.map(resolved(spark, txn, _)))
-    val target = log.createDataFrame(txn.snapshot, candidates)
-      .withColumn("__file", input_file_name()).withColumn("__t", lit(true)).as("t")
-    val source = spark.table(spec.rows.get).withColumn("__s", lit(true)).as("s")
-    val same = columns.map(c => col(s"t.${quoted(c)}") <=> col(s"s.${quoted(c)}")).reduce(_ && _)
-    val matched = if (spec.deleteMatched) lit("delete")
-      else when(col("s.__op") === "delete", "delete").when(!same, "update").otherwise("keep")
-    val missing = spec.deleteMissing.map(c => when(expr(c), "delete").otherwise("keep")).getOrElse(lit("keep"))
-    val action = when(col("t.__t").isNotNull && col("s.__s").isNotNull, matched)
-      .when(col("t.__t").isNotNull, missing)
-      .when(col("s.__op").isin("upsert", "insert"), "insert")
-      .otherwise("none")
-    def image(alias: String): Column = struct(columns.map(c => col(s"$alias.${quoted(c)}").as(c)): _*)
-    val classified = target.join(source, expr(spec.on.get), "full_outer").select(action.as("__action"),
-      col("t.__file").as("__file"), col("s.__s").as("__in_source"), image("t").as("__old"), image("s").as("__new"))
-      .where("__action != 'none'").persist(StorageLevel.MEMORY_AND_DISK)
+    val target = SmallDeltaScans.frame(spark, log, txn.snapshot, candidates).withColumn("__file", input_file_name())
+    val source = spark.table(spec.rows.get)
+    val targetRows = Some(candidates.flatMap(_.numLogicalRecords)).filter(_ => candidates.forall(_.numLogicalRecords.isDefined))
+    val local = LocalMerge.classify(spark, spec, columns, target, targetRows.map(_.sum), source)
+    val (classified, perFile) = local.map(c => (c.rows, c.perFile)).getOrElse(classify(spec, columns, target, source))
     try {
-      // One pass: rows per action and file, which gives both the files to rewrite and the metrics.
-      val perFile = classified.groupBy("__action", "__file").agg(count(lit(1)), count(col("__in_source"))).collect()
-        .map(r => (r.getString(0), Option(r.getString(1)), r.getLong(2), r.getLong(3))).toSeq
       val touched = perFile.collect { case (a, Some(f), _, _) if a == "update" || a == "delete" => f }.distinct
       def rowsOf(action: String, touchedOnly: Boolean = false): Long = perFile.collect {
         case (a, file, n, _) if a == action && (!touchedOnly || file.exists(touched.contains)) => n }.sum
@@ -190,7 +178,31 @@ object RefreshCommit extends DeltaCommand {
       val counts = Counts(inserted, updated, rowsOf("delete"), copied,
         perFile.map(_._4).sum, written.count(_.isInstanceOf[AddFile]).toLong, removed.size.toLong)
       (written ++ removed, counts)
-    } finally classified.unpersist()
+    } finally if (local.isEmpty) classified.unpersist()
+  }
+
+  /** The distributed classification: a full outer join of the view's candidate rows and the
+   *  source's, cached, and its rows per action and file (one pass gives the files to rewrite and
+   *  the metrics). */
+  private def classify(spec: Spec, columns: Seq[String], target: DataFrame, source: DataFrame)
+      : (DataFrame, Seq[(String, Option[String], Long, Long)]) = {
+    val t = target.withColumn("__t", lit(true)).as("t")
+    val s = source.withColumn("__s", lit(true)).as("s")
+    val same = columns.map(c => col(s"t.${quoted(c)}") <=> col(s"s.${quoted(c)}")).reduce(_ && _)
+    val matched = if (spec.deleteMatched) lit("delete")
+      else when(col("s.__op") === "delete", "delete").when(!same, "update").otherwise("keep")
+    val missing = spec.deleteMissing.map(c => when(expr(c), "delete").otherwise("keep")).getOrElse(lit("keep"))
+    val action = when(col("t.__t").isNotNull && col("s.__s").isNotNull, matched)
+      .when(col("t.__t").isNotNull, missing)
+      .when(col("s.__op").isin("upsert", "insert"), "insert")
+      .otherwise("none")
+    def image(alias: String): Column = struct(columns.map(c => col(s"$alias.${quoted(c)}").as(c)): _*)
+    val classified = t.join(s, expr(spec.on.get), "full_outer").select(action.as("__action"),
+      col("t.__file").as("__file"), col("s.__s").as("__in_source"), image("t").as("__old"), image("s").as("__new"))
+      .where("__action != 'none'").persist(StorageLevel.MEMORY_AND_DISK)
+    val perFile = classified.groupBy("__action", "__file").agg(count(lit(1)), count(col("__in_source"))).collect()
+      .map(r => (r.getString(0), Option(r.getString(1)), r.getLong(2), r.getLong(3))).toSeq
+    (classified, perFile)
   }
 
   /**

@@ -12,7 +12,8 @@ import org.apache.spark.sql.catalyst.expressions.{And, Attribute, EqualTo, Expre
   GreaterThanOrEqual, LessThan, LessThanOrEqual, Literal, Or}
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
 import org.apache.spark.sql.catalyst.rules.Rule
-import org.apache.spark.sql.delta.{DeltaLog, NoMapping, OptimisticTransaction, Snapshot}
+import org.apache.spark.sql.DataFrame
+import org.apache.spark.sql.delta.{DataFrameUtils, DeltaLog, NoMapping, OptimisticTransaction, Snapshot}
 import org.apache.spark.sql.delta.actions.AddFile
 import org.apache.spark.sql.delta.files.{TahoeBatchFileIndex, TahoeLogFileIndex}
 import org.apache.spark.sql.execution.datasources.{HadoopFsRelation, LogicalRelation}
@@ -68,6 +69,13 @@ object SmallDeltaScans extends Rule[LogicalPlan] {
       val checksum = new ChecksumFileIndex(fs.sparkSession, files, index.deltaLog, index.path, snapshot)
       relation.copy(relation = fs.copy(location = checksum)(fs.sparkSession))
     }.getOrElse(relation)
+  }
+
+  /** The rows of `files` of the table, read through a ChecksumFileIndex: Delta's own
+   *  (`DeltaLog.createDataFrame`) lists them again through a DataFrame, two Spark SQL executions. */
+  def frame(spark: org.apache.spark.sql.SparkSession, log: DeltaLog, snapshot: Snapshot, files: Seq[AddFile]): DataFrame = {
+    val index = new ChecksumFileIndex(spark, files, log, log.dataPath, snapshot)
+    DataFrameUtils.ofRows(spark, LogicalRelation(log.buildHadoopFsRelationWithFileIndex(snapshot, index, None)))
   }
 
   /** The snapshot's files from its checksum, when it lists them all, is small, and uses neither

@@ -1,0 +1,104 @@
+"""A refresh's merge classified in the driver (mv/jvm/LocalMerge.scala) writes exactly what the
+distributed merge writes: the same view rows and the same change feed, so downstream views see
+the same retractions. It is taken only when both sides are small and its keys hash exactly.
+
+Oracle: a twin view refreshed in a session with `mv.localMergeRows=0`, where every merge is the
+distributed full outer join (RefreshCommit.classify); and the view's query run in full.
+"""
+import pytest
+
+from bench.refresh import _executions_since, execution_marker
+
+SOURCE = "lm_bids"
+VIEWS = {
+    "lm_windows": "SELECT k, window_start, window_end, count(*) AS n, sum(price) AS total "
+                  f"FROM TUMBLE(TABLE({SOURCE}), DESCRIPTOR(ts), INTERVAL '10' MINUTES) GROUP BY k, window_start, window_end",
+    "lm_rows": f"SELECT id, k, price, window_start, window_end FROM TUMBLE(TABLE({SOURCE}), DESCRIPTOR(ts), "
+               "INTERVAL '10' MINUTES)",
+    "lm_sessions": "SELECT k, window_start, window_end, count(*) AS n FROM SESSION(TABLE(" + SOURCE + ") "
+                   "PARTITION BY k, DESCRIPTOR(ts), INTERVAL '5' MINUTES) GROUP BY k, window_start, window_end",
+    "lm_prices": f"SELECT price, count(*) AS n FROM {SOURCE} GROUP BY price",  # a DOUBLE key: not hashed
+}
+CHANGES = [
+    "INSERT INTO {s} VALUES (1, 'a', 2.0, TIMESTAMP'2024-01-01 00:01:00'), (2, 'b', 3.0, TIMESTAMP'2024-01-01 00:02:00'),"
+    " (3, 'a', 4.0, TIMESTAMP'2024-01-01 00:12:00'), (4, NULL, 1.0, TIMESTAMP'2024-01-01 00:13:00')",
+    "INSERT INTO {s} VALUES (5, 'a', 1.0, TIMESTAMP'2024-01-01 00:03:00'), (6, 'c', 8.0, TIMESTAMP'2024-01-01 00:31:00')",
+    "UPDATE {s} SET price = price + 10 WHERE id IN (1, 6)",
+    "UPDATE {s} SET ts = TIMESTAMP'2024-01-01 00:22:00' WHERE id = 3",
+    "DELETE FROM {s} WHERE id IN (2, 4)",
+    "DELETE FROM {s} WHERE k = 'c'",
+]
+
+
+@pytest.fixture(scope="module")
+def distributed(spark):
+    """The oracle's session: every merge by the distributed join."""
+    session = spark.newSession()
+    session.conf.set("mv.localMergeRows", "0")
+    return session
+
+
+@pytest.fixture(scope="module")
+def twins(spark, distributed):
+    """Each view twice over one source: `<name>` merged in the driver, `<name>_d` by the distributed
+    join; a view has its own change feed."""
+    spark.sql(f"DROP TABLE IF EXISTS {SOURCE}")
+    spark.sql(f"CREATE TABLE {SOURCE} (id BIGINT, k STRING, price DOUBLE, ts TIMESTAMP) USING delta "
+              "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+    for name, query in VIEWS.items():
+        for view in (name, f"{name}_d"):
+            spark.sql(f"DROP MATERIALIZED VIEW IF EXISTS {view}")
+            spark.sql(f"CREATE MATERIALIZED VIEW {view} AS {query}").collect()
+    yield list(VIEWS)
+    for name in VIEWS:
+        for view in (name, f"{name}_d"):
+            spark.sql(f"DROP MATERIALIZED VIEW IF EXISTS {view}")
+    spark.sql(f"DROP TABLE IF EXISTS {SOURCE}")
+
+
+def rows(spark, query):
+    return sorted((tuple(r) for r in spark.sql(query).collect()), key=repr)
+
+
+def feed(spark, view):
+    """The view's change feed since its creation, without versions and times: what downstream reads."""
+    return rows(spark, f"SELECT * EXCEPT (_commit_version, _commit_timestamp) FROM table_changes('{view}', 0)")
+
+
+def merged_locally(spark, statement) -> bool:
+    marker = execution_marker(spark)
+    spark.sql(statement).collect()
+    return any("LocalMerge" in str(e["description"]) for e in _executions_since(spark, marker))
+
+
+def test_the_driver_merges_what_the_distributed_merge_merges(spark, distributed, twins):
+    for change in CHANGES:
+        spark.sql(change.format(s=SOURCE))
+        for name in twins:
+            spark.sql(f"REFRESH MATERIALIZED VIEW {name}").collect()
+            distributed.sql(f"REFRESH MATERIALIZED VIEW {name}_d").collect()
+
+            assert rows(spark, f"SELECT * FROM {name}") == rows(spark, VIEWS[name]), (change, name)
+            assert rows(spark, f"SELECT * FROM {name}") == rows(spark, f"SELECT * FROM {name}_d"), (change, name)
+    for name in twins:
+        assert feed(spark, name) == feed(spark, f"{name}_d"), name
+
+
+def test_a_small_merge_is_classified_in_the_driver_and_a_large_one_is_not(spark, twins):
+    spark.sql(f"INSERT INTO {SOURCE} VALUES (7, 'a', 5.0, TIMESTAMP'2024-01-01 00:04:00')")
+    assert merged_locally(spark, "REFRESH MATERIALIZED VIEW lm_windows")
+
+    spark.sql(f"INSERT INTO {SOURCE} VALUES (8, 'a', 6.0, TIMESTAMP'2024-01-01 00:05:00')")
+    spark.conf.set("mv.localMergeRows", "1")
+    try:
+        assert not merged_locally(spark, "REFRESH MATERIALIZED VIEW lm_windows")
+    finally:
+        spark.conf.unset("mv.localMergeRows")
+    assert rows(spark, "SELECT * FROM lm_windows") == rows(spark, VIEWS["lm_windows"])
+
+
+def test_keys_whose_equality_is_not_their_bytes_go_to_the_distributed_merge(spark, twins):
+    spark.sql(f"INSERT INTO {SOURCE} VALUES (9, 'b', -0.0, TIMESTAMP'2024-01-01 00:06:00')")
+
+    assert not merged_locally(spark, "REFRESH MATERIALIZED VIEW lm_prices")
+    assert rows(spark, "SELECT * FROM lm_prices") == rows(spark, VIEWS["lm_prices"])
