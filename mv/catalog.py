@@ -15,15 +15,15 @@ from dataclasses import asdict, dataclass, field
 
 from pyspark.sql import SparkSession
 
-from mv import errors
+from mv import delta_tables, errors
 from mv.query import sql_string
 from mv.settings import session_settings
 from mv.statements import Definition
 
 DEFINITION_PROPERTY = "mv.definition"
-# SHOW TBLPROPERTIES replaces a value by REDACTED when its key or value matches this setting's
-# pattern (`(?i)url` by default: a definition saying "hourly" matches). NEVER matches nothing.
-REDACTION, NEVER, REDACTED = "spark.sql.redaction.options.regex", "(?!)", "*********(redacted)"
+# SHOW TBLPROPERTIES replaces a value by "*********(redacted)" when its key or value matches this
+# setting's pattern (`(?i)url` by default: a definition saying "hourly" matches). NEVER matches nothing.
+REDACTION, NEVER = "spark.sql.redaction.options.regex", "(?!)"
 
 
 @dataclass(frozen=True)
@@ -44,29 +44,20 @@ def late_table(name: str) -> str:
     return f"{name}__late"
 
 
-def _detail(spark: SparkSession, table: str):
-    return spark.sql(f"DESCRIBE DETAIL {table}").first()
-
-
 def load(spark: SparkSession, name: str) -> View | None:
     """The materialized view called `name`, or None if there is none (no table, or a plain one).
 
-    Its definition comes from SHOW TBLPROPERTIES, which reads no more of a Delta table than its
-    metadata; DESCRIBE DETAIL, which makes Delta rebuild the table's state (a Spark job), only
-    when a value comes back redacted anyway. The table's id is then left for whoever needs it."""
+    Its definition and its id come from the Delta table's metadata, as the extension reads it from
+    Delta's log (mv_delta_tables, one query): no redaction, no state reconstruction."""
     if not spark.catalog.tableExists(name):
         return None
-    shown = shown_properties(spark, name)
-    raw, table_id = shown.get(DEFINITION_PROPERTY), ""
-    if REDACTED in shown.values():
-        detail = _detail(spark, name)
-        shown, table_id = dict(detail["properties"] or {}), detail["id"]
-        raw = shown.get(DEFINITION_PROPERTY)
+    table = delta_tables.lookup(spark, [name])[name]
+    raw = table.properties.get(DEFINITION_PROPERTY) if table.version >= 0 else None
     if raw is None:
         return None
     stored = json.loads(raw)
     time_zone = stored.pop("time_zone")
-    return View(name, Definition(**stored), time_zone, table_id, shown)
+    return View(name, Definition(**stored), time_zone, table.id, table.properties)
 
 
 def shown_properties(spark: SparkSession, name: str) -> dict[str, str]:

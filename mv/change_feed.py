@@ -43,7 +43,7 @@ class ChangeFeedGone(Exception):
 
 def none(run: Run, source: str) -> DataFrame:
     """No changes of `source`, in the shape `read` gives them (a refresh the clock alone moves)."""
-    return (run.spark.table(run.source(source)).where("false")
+    return (run.spark.sql(f"SELECT * FROM {run.source(source)} WHERE false")
             .withColumn("_change_type", F.lit("insert")).withColumn("_commit_version", F.lit(0).cast("long"))
             .withColumn("_commit_timestamp", F.current_timestamp()).withColumn("__sign", F.lit(1)))
 

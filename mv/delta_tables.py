@@ -1,6 +1,6 @@
-"""Delta tables' versions and ids, read from Delta's log by the extension (mv_delta_tables), not
-by DESCRIBE DETAIL or DESCRIBE HISTORY, which make Delta rebuild a table's state (a Spark job)
-to report figures a refresh does not need.
+"""Delta tables' versions, ids and properties, read from Delta's log by the extension
+(mv_delta_tables), not by DESCRIBE DETAIL or DESCRIBE HISTORY, which make Delta rebuild a table's
+state (a Spark job) to report figures a refresh does not need.
 
 Example:
     >>> delta_tables.lookup(spark, ["bids", "hourly"])
@@ -8,7 +8,7 @@ Example:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
@@ -21,11 +21,13 @@ class Table:
     id: str | None
     changed_outside: int | None = None  # a view's first version since its last refresh that no refresh wrote
     small: bool = False  # its checksum lists its files: scans and the commit read them without a Spark job
+    properties: dict = field(default_factory=dict, compare=False)  # the table's (a Delta table's configuration)
 
 
 def lookup(spark: SparkSession, names: list[str]) -> dict[str, Table]:
-    """Each table's latest version and Delta table id, in one query."""
+    """Each table's latest version, Delta table id and properties, in one query."""
     if not names:
         return {}
     rows = spark.sql(f"SELECT * FROM mv_delta_tables({', '.join(map(sql_string, names))})").collect()
-    return {row.name: Table(row.version, row.id, row.changed_outside, row.small) for row in rows}
+    return {row.name: Table(row.version, row.id, row.changed_outside, row.small, dict(row.properties or {}))
+            for row in rows}

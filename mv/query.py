@@ -109,7 +109,7 @@ def time_sql(micros: int | str, data_type: str) -> str:
     """A value of the time column's type, `micros` after the epoch (a constant stays foldable, so it
     prunes scans). Epoch milliseconds round down: every bound compared with them is a whole millisecond."""
     if data_type == "bigint":
-        return str(micros // 1000) if isinstance(micros, int) else f"CAST(floor(({micros}) / 1000D) AS BIGINT)"
+        return f"{micros // 1000}L" if isinstance(micros, int) else f"CAST(floor(({micros}) / 1000D) AS BIGINT)"
     if data_type == "timestamp_ntz":
         return f"timestampadd(MICROSECOND, {micros}, TIMESTAMP_NTZ'1970-01-01 00:00:00')"
     return f"timestamp_micros({micros})"

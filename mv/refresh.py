@@ -207,10 +207,13 @@ def _commit(run: Run, new_state: RefreshState, write: Write) -> tuple[int, int, 
 def _incremental(run: Run) -> tuple[RefreshState, Write]:
     """The refresh from the sources' changes, by the strategy the query's shape calls for."""
     previous = run.previous
-    try:
+    windows = bool(run.info.windows) and run.info.shape != "aggregate" and run.info.windows[0].kind != "SESSION"
+    try:  # the first read of the change feed: the touched windows, or a count
         changes = change_feed.read(run)
         run.cached += changes.values()  # the MERGE, run at commit, still reads them
-        run.outcome.rows_read = sum(frame.count() for frame in changes.values())
+        views = {source: run.temp_view(frame, f"changes_{i}") for i, (source, frame) in enumerate(changes.items())}
+        first = window_refresh.touched(run, views) if windows and views else None
+        run.outcome.rows_read = first.rows_read if first else sum(frame.count() for frame in changes.values())
     except Exception as e:  # noqa: BLE001 - Delta reports a lost change feed in several ways
         change_feed.check_sources(run)  # a source created again has no change feed from where the view left off
         if not change_feed.is_gone(e):
@@ -220,12 +223,12 @@ def _incremental(run: Run) -> tuple[RefreshState, Write]:
     progress.checkpoint("changes_read")
     change_feed.check_sources(run)  # before anything is written
     progress.phase(run.view.name, "recomputing")
-    views = {source: run.temp_view(frame, f"changes_{i}") for i, (source, frame) in enumerate(changes.items())}
     state = replace(previous, refresh_id=run.outcome.refresh_id, sources=dict(run.targets))
     if not views and clock_closes(run.spark, run.view.definition, previous, run.now) and run.info.windows:
         run.outcome.reason = "IDLE_WATERMARK"  # no change: the clock closes windows
         views = {source: run.temp_view(change_feed.none(run, source), f"changes_{i}")
                  for i, source in enumerate(run.info.source_tables)}
+        first = window_refresh.touched(run, views) if windows else None
     if not views:
         return state, writes.STATE_ONLY
     if run.info.shape == "aggregate":
@@ -234,4 +237,4 @@ def _incremental(run: Run) -> tuple[RefreshState, Write]:
         return state, session_refresh.refresh_session_join(run, views)
     if run.info.windows[0].kind == "SESSION":
         return session_refresh.refresh_sessions(run, next(iter(views.values())), state)
-    return window_refresh.refresh_windows(run, views)
+    return window_refresh.refresh_windows(run, views, first)

@@ -54,7 +54,6 @@ class Run:
     temp: str = field(default_factory=lambda: "__mv_" + uuid.uuid4().hex[:12])
     marker: str | None = None  # the view's mv.refresh_id property the refresh started from
     cached: list[DataFrame] = field(default_factory=list)
-    pinned: dict[str, str] = field(default_factory=dict)  # source table -> its view at the target version
     source_ids: dict[str, str] = field(default_factory=dict)  # Delta table ids, read with the target versions
     now: int = field(default_factory=watermark.now)  # wall-clock µs at the refresh's start (IDLE AFTER)
 
@@ -72,13 +71,11 @@ class Run:
         return name
 
     def source(self, table: str) -> str:
-        """A temporary view of the source `table` as of the version this refresh reads to. A row a
-        writer adds while the refresh runs belongs to the next refresh, which reads it from the
-        change feed: read here too, it would be counted twice."""
-        if table not in self.pinned:
-            frame = self.spark.sql(f"SELECT * FROM {table} VERSION AS OF {self.targets[table]}")
-            self.pinned[table] = self.temp_view(frame, f"source_{len(self.pinned)}")
-        return self.pinned[table]
+        """The source `table` as of the version this refresh reads to, as a relation in SQL's FROM
+        (`bids VERSION AS OF 7`). A row a writer adds while the refresh runs belongs to the next
+        refresh, which reads it from the change feed: read here too, it would be counted twice.
+        Text, not a temporary view: registering one is a Spark SQL execution of its own."""
+        return f"{table} VERSION AS OF {self.targets[table]}"
 
     @property
     def query(self) -> str:

@@ -68,7 +68,7 @@ def split(run, changes: str, watermark: int | None, grace: int) -> tuple[str, st
 
 
 def without_late(run, rows: str) -> str:
-    """A temporary view of the source rows `rows` with the view's late changes undone: each late
+    """The source rows `rows` (a relation in FROM) with the view's late changes undone: each late
     insert's row taken out once, each late delete's row put back once (rows compared on every column).
     `rows` is a whole source: a late delete puts its row back wherever it is, so select from the result.
 
@@ -77,7 +77,7 @@ def without_late(run, rows: str) -> str:
     spark = run.spark
     if not spark.catalog.tableExists(run.view.late_table):
         return rows
-    schema = spark.table(rows).schema
+    schema = spark.sql(f"SELECT * FROM {rows}").schema
     recorded = {c.lower() for c in spark.table(run.view.late_table).columns}
     columns = [quote(f.name) for f in schema]
     picked = ", ".join(quote(f.name) if f.name.lower() in recorded

@@ -3,19 +3,20 @@ the changes), which of them are late, closed or final, and their new rows, recom
 source over their time ranges or combined from the view's rows and the changes (mv/combine.py).
 
 Example:
-    >>> state = window_refresh.refresh_windows(run, {"bids": "changes_0"})
+    >>> first = window_refresh.touched(run, {"bids": "changes_0"})
+    >>> state, write = window_refresh.refresh_windows(run, {"bids": "changes_0"}, first)
 """
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from mv import progress, watermark, writes
 from mv.combine import Combination, combine
 from mv.history import write_late_rows
-from mv.query import interval_micros, micros_sql, quote, time_sql
+from mv.query import interval_micros, micros_sql, quote, sql_string, time_sql
 from mv.run import Run, advanced, closed_bound
 from mv.state import RefreshState
 
@@ -24,19 +25,41 @@ MAX_RANGES = 64
 # Groups recomputed after combining lie in at most this many time ranges: each source row is tested
 # against every range, and at 10M rows 64 ranges cost 27 s where the whole recomputation took 2.6 s.
 NEEDED_RANGES = 4
+# Affected windows up to this many are named in the merge's SQL (a list of constants, which the merge
+# can test each view row against); more are joined as a relation.
+MAX_LISTED = 1000
 # Affected windows in more separate runs of time than this are combined rather than recomputed.
 COMBINE_AFTER_RUNS = MAX_RANGES
 
 
-def refresh_windows(run: Run, changes: dict[str, str]) -> tuple[RefreshState, writes.Write]:
-    """Windows: each window function applied to its own source's changes gives the affected windows."""
+@dataclass(frozen=True)
+class Touched:
+    """What the changes touch (`touched`): each window function over its source's changes
+    (`windowed`, SQL relations with __ws, __we, __t in µs), the windows with the latest time added
+    to each, the changed rows per (part, window), and the change rows read from each source."""
+    windowed: list[str]
+    windows: dict[tuple[int, int], int | None]
+    counts: dict[tuple[int, int, int], int]
+    rows_read: int
+
+
+def touched(run: Run, changes: dict[str, str]) -> Touched:
+    """The windows the changes touch, in one query, which is also the refresh's first read of the
+    change feed (refresh.py reads it inside its check for a change feed that is gone)."""
+    t = run.time_type
+    windowed = [f"(SELECT *, {micros_sql('window_start', t)} AS __ws, {micros_sql('window_end', t)} AS __we, "
+                f"{micros_sql(quote(w.time_column), t)} AS __t FROM {w.call(changes[w.sources[0]])})"
+                for w in run.info.windows if w.sources[0] in changes]
+    windows, counts, read = touched_windows(run.spark, windowed, list(changes.values()))
+    return Touched(windowed, windows, counts, read)
+
+
+def refresh_windows(run: Run, changes: dict[str, str], first: Touched) -> tuple[RefreshState, writes.Write]:
+    """Windows: each window function applied to its own source's changes gives the affected windows
+    (`first`, from `touched`)."""
     spark, d, t = run.spark, run.view.definition, run.time_type
-    windowed = [run.temp_view(spark.sql(
-        f"SELECT *, {micros_sql('window_start', t)} AS __ws, {micros_sql('window_end', t)} AS __we, "
-        f"{micros_sql(quote(w.time_column), t)} AS __t FROM {w.call(changes[w.sources[0]])}"), f"windowed_{i}")
-        for i, w in enumerate(run.info.windows) if w.sources[0] in changes]
+    windowed, windows, counts = first.windowed, first.windows, first.counts
     old_wm, grace = run.previous.watermark, interval_micros(spark, d.grace)
-    windows, counts = touched_windows(spark, windowed)
     max_event, new_wm = advanced(run, list(windows.values()))
     for i, name in enumerate(windowed):
         count = sum(n for (part, _, e), n in counts.items() if part == i and watermark.is_final(e, old_wm, grace))
@@ -64,22 +87,26 @@ def refresh_windows(run: Run, changes: dict[str, str]) -> tuple[RefreshState, wr
     return state, write
 
 
-def touched_windows(spark: SparkSession, windowed: list[str]) -> tuple[dict, dict]:
+def touched_windows(spark: SparkSession, windowed: list[str], changes: list[str]) -> tuple[dict, dict, int]:
     """One query over the windowed changes: each touched window (start, end) with the latest time
-    added to it (None for a window only deleted from), and how many changed rows each part (index
-    in `windowed`) has in each window, which tells how many are late without another pass.
+    added to it (None for a window only deleted from), how many changed rows each part (index in
+    `windowed`) has in each window, which tells how many are late without another pass, and how
+    many rows the `changes` hold.
 
-    Example: one insert at t=5 into [0, 10) of part 0 gives ({(0, 10): 5}, {(0, 0, 10): 1}).
+    Example: one insert at t=5 into [0, 10) of part 0 gives ({(0, 10): 5}, {(0, 0, 10): 1}, 1).
     """
-    touched = " UNION ALL ".join(f"SELECT {i} AS __part, __ws, __we, __t, __sign FROM {name}"
-                                 for i, name in enumerate(windowed))
-    rows = spark.sql(f"SELECT __part, __ws, __we, max(IF(__sign = 1, __t, NULL)), count(*) FROM ({touched}) "
-                     "GROUP BY __part, __ws, __we").collect()
+    parts = [f"SELECT {i} AS __part, __ws, __we, __t, __sign FROM {name}" for i, name in enumerate(windowed)]
+    parts += [f"SELECT -1 AS __part, NULL AS __ws, NULL AS __we, NULL AS __t, __sign FROM {name}" for name in changes]
+    rows = spark.sql(f"SELECT __part, __ws, __we, max(IF(__sign = 1, __t, NULL)), count(*) "
+                     f"FROM ({' UNION ALL '.join(parts)}) GROUP BY __part, __ws, __we").collect()
     windows: dict[tuple[int, int], int | None] = {}
-    for _, s, e, latest, _ in rows:
+    for part, s, e, latest, _ in rows:
+        if part < 0:
+            continue
         known = windows.get((s, e))
         windows[(s, e)] = latest if known is None else known if latest is None else max(known, latest)
-    return windows, {(part, s, e): n for part, s, e, _, n in rows}
+    read = sum(n for part, _, _, _, n in rows if part < 0)
+    return windows, {(part, s, e): n for part, s, e, _, n in rows if part >= 0}, read
 
 
 def time_runs(windows: list[tuple[int, int]]) -> list[list[int]]:
@@ -110,16 +137,25 @@ def merge_windows(run: Run, affected, newly_closed, ws: str, we: str, t: str) ->
         ranges = " OR ".join(f"(t.{start} >= {time_sql(a, t)} AND t.{end} <= {time_sql(b, t)})"
                              for a, b in time_ranges(affected))
         return writes.replace_rows(run, kept_windows(run, f"({ranges or 'false'})", newly_closed, f"t.{end}", t))
-    parts = [f"({start} >= {time_sql(a, t)} AND {end} <= {time_sql(b, t)})" for a, b in time_ranges(affected)]
-    exact = f"({start}, {end}) IN (SELECT s, e FROM {windows_view(run, affected, 'affected')})"
-    keep = kept_windows(run, f"(({' OR '.join(parts)}) AND {exact})" if parts else "false", newly_closed, end, t)
-    recomputed = spark.sql(f"SELECT * FROM ({run.query}) WHERE {keep}")
+    listed = len(affected) <= MAX_LISTED
+
+    def keep(alias: str) -> str:  # the windows to write, over the query's rows ('') or the view's ('t.')
+        s, e = alias + start, alias + end
+        parts = [f"({s} >= {time_sql(a, t)} AND {e} <= {time_sql(b, t)})" for a, b in time_ranges(affected)]
+        pairs = ", ".join(f"({time_sql(a, t)}, {time_sql(b, t)})" for a, b in affected)
+        exact = f"({s}, {e}) IN ({pairs})" if listed else \
+            f"({s}, {e}) IN (SELECT s, e FROM {windows_relation(run, affected)})"
+        return kept_windows(run, f"(({' OR '.join(parts)}) AND {exact})" if parts else "false", newly_closed, e, t)
+
+    recomputed = spark.sql(f"SELECT * FROM ({run.query}) WHERE {keep('')}")
     if all_new(run, affected):
         return writes.append(recomputed)
-    current = spark.sql(f"SELECT * FROM {run.view.name} WHERE {keep}")
     bounds = [b for pair in affected for b in pair] + [b for b in (newly_closed or ()) if b is not None]
-    return writes.merge(run, recomputed, current,
-                        span=(min(bounds), max(bounds)) if bounds and not newly_closed else None)
+    span = (min(bounds), max(bounds)) if bounds and not newly_closed else None
+    if listed:  # the view's rows of those windows that the recomputation lacks are deleted by the merge
+        return writes.merge(run, recomputed, None, delete_missing=keep("t."), span=span)
+    current = spark.sql(f"SELECT * FROM {run.view.name} WHERE {keep('')}")  # a subquery: found by a join
+    return writes.merge(run, recomputed, current, span=span)
 
 
 def all_new(run: Run, affected) -> bool:
@@ -130,19 +166,20 @@ def all_new(run: Run, affected) -> bool:
     return run.view.definition.emit == "WINDOW CLOSE" and all(e > closed_end for _, e in affected)
 
 
-def windows_view(run: Run, windows: list[tuple[int, int]], suffix: str) -> str:
-    """A temporary view (s, e) of the windows given in microseconds, as values of the time column's type.
+def windows_relation(run: Run, windows: list[tuple[int, int]]) -> str:
+    """A relation in SQL's FROM, (s, e), of the windows given in microseconds, as values of the
+    time column's type.
 
     One JSON literal, not createDataFrame: a plan built on constants, which Spark knows is small (so
-    it broadcasts it into joins) and runs without a Python worker.
+    it broadcasts it into joins) and runs without a Python worker; text, not a temporary view, whose
+    registration is a Spark SQL execution of its own.
 
     Example: [(0, 60_000_000)] gives one row (1970-01-01 00:00:00, 1970-01-01 00:01:00).
     """
-    pairs = F.inline(F.from_json(F.lit(json.dumps([{"s": s, "e": e} for s, e in windows])),
-                                 "array<struct<s: bigint, e: bigint>>"))
+    pairs = sql_string(json.dumps([{"s": s, "e": e} for s, e in windows]))
     t = run.time_type
-    frame = run.spark.range(1).select(pairs).selectExpr(f"{time_sql('s', t)} AS s", f"{time_sql('e', t)} AS e")
-    return run.temp_view(frame, suffix)
+    return (f"(SELECT {time_sql('s', t)} AS s, {time_sql('e', t)} AS e "
+            f"FROM (SELECT inline(from_json({pairs}, 'array<struct<s: bigint, e: bigint>>'))))")
 
 
 def just_closed(end: str, newly_closed, t: str) -> str | None:
@@ -182,7 +219,7 @@ def combine_windows(run: Run, affected, newly_closed, changes: str) -> writes.Wr
     in_view = [(s, e) for s, e in affected
                if run.view.definition.emit != "WINDOW CLOSE" or watermark.is_closed(e, run.previous.watermark)]
     closing = just_closed(end, newly_closed, t)
-    windows = windows_view(run, in_view, "in_view")
+    windows = windows_relation(run, in_view)
     partials = f"({start}, {end}) IN (SELECT s, e FROM {windows})" if in_view else "false"
     bounds = [b for pair in in_view for b in pair] + [b for b in (newly_closed or ()) if b is not None]
     low_open = bool(newly_closed) and newly_closed[0] is None

@@ -51,7 +51,8 @@ def merge(run: Run, recomputed: DataFrame, current: DataFrame | None, delete_mis
           span: tuple[int, int] | None = None) -> Write:
     """One merge: recomputed rows upserted, `current` rows whose key vanished deleted.
 
-    `delete_missing` also deletes view rows the recomputation lacks (those meeting it, if a condition).
+    `delete_missing` also deletes view rows the recomputation lacks (those meeting it, if a condition
+    on alias t; with a `span`, a condition that only rows within it can meet).
     `span` bounds the window starts of the view rows that can match, so the view's other files are skipped.
     """
     on = " AND ".join([f"t.{quote(k)} <=> s.{quote(k)}" for k in run.info.group_by]

@@ -15,13 +15,15 @@ import org.apache.spark.sql.catalyst.plans.logical.{LocalRelation, LogicalPlan}
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.delta.{DeltaLog, DeltaTableUtils, Snapshot}
 import org.apache.spark.sql.delta.actions.{Action, AddFile, CommitInfo, RemoveFile}
-import org.apache.spark.sql.types.{BooleanType, DataType, DoubleType, LongType, StringType, StructType, TimestampType}
+import org.apache.spark.sql.types.{BooleanType, DataType, DoubleType, LongType, MapType, StringType, StructType,
+  TimestampType}
 
 /**
  * What the maintainer reads of Delta tables, from Delta's log and its cached snapshots instead of
  * DESCRIBE round trips (which rebuild a table's state, a Spark job, to report what it does not need):
  * {{{
- *   SELECT * FROM mv_delta_tables('bids', 'hourly')      -- name, version, id, changed_outside, small: a row per table
+ *   SELECT * FROM mv_delta_tables('bids', 'hourly')      -- name, version, id, changed_outside, small,
+ *                                                         -- properties: a row per table
  *   SELECT * FROM mv_refresh_history                      -- every refresh of the database's views
  *   SELECT * FROM mv_refresh_history('db', 'hourly')      -- one view's
  *   SELECT * FROM mv_refresh_history('db', '', '1')       -- each view's latest refresh
@@ -75,16 +77,16 @@ object DeltaTables {
     val spark = SparkSession.active
     val rows = names.map { name =>
       val table = catalogTable(spark, name)
-      if (!DeltaTableUtils.isDeltaTable(table)) Row(name, -1L, null, null, false)
+      if (!DeltaTableUtils.isDeltaTable(table)) Row(name, -1L, null, null, false, table.properties)
       else {
         val log = DeltaLog.forTable(spark, table)
         val snapshot = log.update(catalogTableOpt = Some(table))
         Row(name, snapshot.version, snapshot.metadata.id, outsideChange(log, snapshot).map(Long.box).orNull,
-          SmallDeltaScans.listed(snapshot).isDefined)
+          SmallDeltaScans.listed(snapshot).isDefined, snapshot.metadata.configuration)
       }
     }
     LocalRelation.fromExternalRows(output("name" -> StringType, "version" -> LongType, "id" -> StringType,
-      "changed_outside" -> LongType, "small" -> BooleanType), rows)
+      "changed_outside" -> LongType, "small" -> BooleanType, "properties" -> MapType(StringType, StringType)), rows)
   }
 
   /**

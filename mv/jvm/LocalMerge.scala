@@ -9,6 +9,7 @@ import org.apache.spark.sql.catalyst.analysis.UnresolvedAttribute
 import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, AttributeSet, BindReferences, EqualNullSafe,
   EqualTo, Expression, GenericInternalRow, InterpretedUnsafeProjection, JoinedRow, SubqueryExpression, UnsafeProjection,
   UnsafeRow}
+import org.apache.spark.sql.catalyst.optimizer.{ConstantFolding, OptimizeIn}
 import org.apache.spark.sql.catalyst.plans.FullOuter
 import org.apache.spark.sql.catalyst.plans.logical.{Join, JoinHint, LocalRelation, Project, SubqueryAlias}
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
@@ -79,7 +80,8 @@ object LocalMerge {
       .reduce[Expression](And(_, _))
     val missing = spec.deleteMissing.map(parser.parseExpression).toSeq
     val projected = (same +: missing).zipWithIndex.map { case (e, i) => Alias(e, s"__c$i")() }
-    val analyzed = spark.sessionState.executePlan(Project(projected, join)).analyzed
+    // Constants folded and long IN lists made hash sets, as the optimizer does for the distributed merge.
+    val analyzed = OptimizeIn(ConstantFolding(spark.sessionState.executePlan(Project(projected, join)).analyzed))
     val on = analyzed.collectFirst { case j: Join => j.condition.get }.get
     val list = analyzed.collectFirst { case Project(list, _: Join) => list.map(_.asInstanceOf[Alias].child) }.get
     val all = on +: list

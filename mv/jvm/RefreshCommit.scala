@@ -35,6 +35,7 @@ import org.apache.spark.sql.types.{LongType, StringType}
  *  - matched view and source rows (`on`): deleted if `delete_matched`, else by the source row's
  *    `__op`: 'delete' deletes, 'upsert' updates the row when any column differs;
  *  - view rows matching no source row: deleted if `delete_missing` (a condition on `t`) holds;
+ *    only the view rows `target_filter` lets through are read, so `delete_missing` must imply it;
  *  - source rows matching no view row: inserted if `__op` is 'upsert' or 'insert'.
  *
  * Run as an internal statement, so it works over Spark Connect and runs exactly once:
@@ -151,9 +152,8 @@ object RefreshCommit extends DeltaCommand {
   private def merge(spark: SparkSession, spec: Spec, txn: OptimisticTransaction, log: DeltaLog)
       : (Seq[Action], Counts) = {
     val columns = txn.metadata.schema.fieldNames.toSeq
-    // NOT MATCHED BY SOURCE reads every view row; otherwise the filter lets Delta skip other files.
-    val filter = spec.targetFilter.filter(_ => spec.deleteMissing.isEmpty)
-    val candidates = viewFiles(txn, filter.map(resolved(spark, txn, _)))
+    // The filter lets Delta skip the view's other files; a delete-missing condition implies it.
+    val candidates = viewFiles(txn, spec.targetFilter.map(resolved(spark, txn, _)))
     val target = SmallDeltaScans.frame(spark, log, txn.snapshot, candidates).withColumn("__file", input_file_name())
     val source = spark.table(spec.rows.get)
     val targetRows = Some(candidates.flatMap(_.numLogicalRecords)).filter(_ => candidates.forall(_.numLogicalRecords.isDefined))
