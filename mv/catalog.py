@@ -34,6 +34,7 @@ class View:
     time_zone: str
     table_id: str = ""  # the Delta table's id when loaded: a view dropped and created again gets a new one
     properties: dict = field(default_factory=dict, compare=False)  # the table's, as loaded (refresh state)
+    table: delta_tables.Table | None = field(default=None, compare=False)  # version etc., read with them
 
     @property
     def late_table(self) -> str:
@@ -57,7 +58,7 @@ def load(spark: SparkSession, name: str) -> View | None:
         return None
     stored = json.loads(raw)
     time_zone = stored.pop("time_zone")
-    return View(name, Definition(**stored), time_zone, table.id, table.properties)
+    return View(name, Definition(**stored), time_zone, table.id, table.properties, table)
 
 
 def shown_properties(spark: SparkSession, name: str) -> dict[str, str]:

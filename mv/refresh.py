@@ -112,7 +112,9 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
     found = stored(spark, view.name, view.properties)
     previous = found.state
     refresh_id = (previous.refresh_id if previous else _last_refresh_id(spark, view) if found.lost else 0) + 1
-    tables = delta_tables.lookup(spark, [view.name, *info.source_tables])  # read after `found`
+    # The view's version was read with its state (`found`); its sources' are read after it.
+    known = {view.name: view.table} if view.table else {}
+    tables = {**known, **delta_tables.lookup(spark, [t for t in [view.name, *info.source_tables] if t not in known])}
     view = replace(view, table_id=tables[view.name].id)
     pinned = pinned_targets(spark, view, refresh_id)
     targets = pinned or {s: tables[s].version for s in info.source_tables}
