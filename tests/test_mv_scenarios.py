@@ -169,6 +169,17 @@ def test_a_refresh_is_one_commit_of_the_view_which_is_also_its_history_row(spark
     assert [r.refresh_id for r in latest] == [2]
 
 
+def test_a_view_checkpoints_every_100_commits_unless_its_tblproperties_say_otherwise(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4))
+    default = given.view(COUNTS.format(bids=bids))
+    own = given.view(COUNTS.format(bids=bids), "TBLPROPERTIES ('delta.checkpointInterval' = '5')")
+
+    def interval(view):
+        return spark.sql(f"SHOW TBLPROPERTIES {view} ('delta.checkpointInterval')").first().value
+
+    assert (interval(default), interval(own)) == ("100", "5")
+
+
 @pytest.mark.parametrize("layout", ["PARTITIONED BY (item)", "CLUSTER BY (item)",
                                     "TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')"])
 def test_a_partitioned_or_clustered_view_is_kept_exactly_with_its_change_feed(spark, given, layout):
