@@ -50,10 +50,8 @@ def load(spark: SparkSession, name: str) -> View | None:
 
     Its definition and its id come from the Delta table's metadata, as the extension reads it from
     Delta's log (mv_delta_tables, one query): no redaction, no state reconstruction."""
-    if not spark.catalog.tableExists(name):
-        return None
     table = delta_tables.lookup(spark, [name])[name]
-    raw = table.properties.get(DEFINITION_PROPERTY) if table.version >= 0 else None
+    raw = table.properties.get(DEFINITION_PROPERTY) if table.exists and table.version >= 0 else None
     if raw is None:
         return None
     stored = json.loads(raw)

@@ -22,12 +22,14 @@ class Table:
     changed_outside: int | None = None  # a view's first version since its last refresh that no refresh wrote
     small: bool = False  # its checksum lists its files: scans and the commit read them without a Spark job
     properties: dict = field(default_factory=dict, compare=False)  # the table's (a Delta table's configuration)
+    exists: bool = True  # False for a name the catalog has no table of (version -1)
 
 
 def lookup(spark: SparkSession, names: list[str]) -> dict[str, Table]:
-    """Each table's latest version, Delta table id and properties, in one query."""
+    """Each table's latest version, Delta table id and properties, in one query; a name with no
+    table gets a row too (`exists` False)."""
     if not names:
         return {}
     rows = spark.sql(f"SELECT * FROM mv_delta_tables({', '.join(map(sql_string, names))})").collect()
-    return {row.name: Table(row.version, row.id, row.changed_outside, row.small, dict(row.properties or {}))
-            for row in rows}
+    return {row.name: Table(row.version, row.id, row.changed_outside, row.small, dict(row.properties or {}),
+                            row.exists) for row in rows}

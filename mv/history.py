@@ -73,15 +73,16 @@ def write_late_rows(spark: SparkSession, view: View, late: DataFrame, refresh_id
     _append(spark, late, view.late_table, note, f"mv-late:{table_id}:{part}", refresh_id, mergeSchema="true")
 
 
-def pinned_targets(spark: SparkSession, view: View, refresh_id: int) -> dict[str, int] | None:
+def pinned_targets(spark: SparkSession, view: View, refresh_id: int, late: bool | None = None) -> dict[str, int] | None:
     """Source versions an earlier, interrupted attempt at this refresh wrote late rows for.
 
     Only this view's refreshes write its late table, and an attempt that died before its commit
     left refresh `refresh_id` the next one: its late rows, if any, are the table's newest commit.
     That commit's userMetadata says so without reading the table; the table is queried only when
-    the newest commit carries no such note (written before notes were kept).
+    the newest commit carries no such note (written before notes were kept). `late`: whether the
+    late table exists, if known.
     """
-    if not spark.catalog.tableExists(view.late_table):
+    if not (late if late is not None else spark.catalog.tableExists(view.late_table)):
         return None
     newest = spark.sql(f"DESCRIBE HISTORY {view.late_table} LIMIT 1").first()
     note = _late_note(newest.userMetadata if newest else None)

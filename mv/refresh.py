@@ -114,9 +114,10 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
     refresh_id = (previous.refresh_id if previous else _last_refresh_id(spark, view) if found.lost else 0) + 1
     # The view's version was read with its state (`found`); its sources' are read after it.
     known = {view.name: view.table} if view.table else {}
-    tables = {**known, **delta_tables.lookup(spark, [t for t in [view.name, *info.source_tables] if t not in known])}
+    wanted = [view.name, *info.source_tables, view.late_table]
+    tables = {**known, **delta_tables.lookup(spark, [t for t in wanted if t not in known])}
     view = replace(view, table_id=tables[view.name].id)
-    pinned = pinned_targets(spark, view, refresh_id)
+    pinned = pinned_targets(spark, view, refresh_id, late=tables[view.late_table].exists)
     targets = pinned or {s: tables[s].version for s in info.source_tables}
     chosen = _chosen(spark, view, info, found, full, tables[view.name].changed_outside)
     if chosen.technique == "incremental" and any(v < previous.sources.get(s, -1) for s, v in targets.items()):

@@ -135,7 +135,9 @@ def test_building_snapshots_ahead_skips_missing_tables_and_swallows_their_errors
 def _clean_up_log(spark, table, maintenance_commits=12):
     """What Delta's log cleanup does to a table whose nightly jobs commit to it: a checkpoint after
     the maintenance commits, then every commit file before that checkpoint removed (as cleanup
-    does once they are older than delta.logRetentionDuration)."""
+    does once they are older than delta.logRetentionDuration). A view checkpoints every 100 commits;
+    Delta's default of 10 brings the checkpoint within the maintenance commits."""
+    spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.checkpointInterval' = '10')")
     for i in range(maintenance_commits):
         spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('team.nightly' = '{i}')")
     spark.sql(f"OPTIMIZE {table}")

@@ -8,7 +8,8 @@ import com.fasterxml.jackson.databind.{JsonNode, ObjectMapper}
 
 import org.apache.spark.sql.Row
 import org.apache.spark.sql.catalyst.{FunctionIdentifier, TableIdentifier}
-import org.apache.spark.sql.catalyst.analysis.{UnresolvedRelation, UnresolvedTableValuedFunction}
+import org.apache.spark.sql.catalyst.analysis.{NoSuchDatabaseException, NoSuchNamespaceException, NoSuchTableException,
+  UnresolvedRelation, UnresolvedTableValuedFunction}
 import org.apache.spark.sql.catalyst.catalog.CatalogTable
 import org.apache.spark.sql.catalyst.expressions.{AttributeReference, Expression, ExpressionInfo, Literal}
 import org.apache.spark.sql.catalyst.plans.logical.{LocalRelation, LogicalPlan}
@@ -23,7 +24,7 @@ import org.apache.spark.sql.types.{BooleanType, DataType, DoubleType, LongType, 
  * DESCRIBE round trips (which rebuild a table's state, a Spark job, to report what it does not need):
  * {{{
  *   SELECT * FROM mv_delta_tables('bids', 'hourly')      -- name, version, id, changed_outside, small,
- *                                                         -- properties: a row per table
+ *                                                         -- properties, exists: a row per name
  *   SELECT * FROM mv_refresh_history                      -- every refresh of the database's views
  *   SELECT * FROM mv_refresh_history('db', 'hourly')      -- one view's
  *   SELECT * FROM mv_refresh_history('db', '', '1')       -- each view's latest refresh
@@ -76,17 +77,22 @@ object DeltaTables {
   private def tables(names: Seq[String]): LogicalPlan = {
     val spark = SparkSession.active
     val rows = names.map { name =>
-      val table = catalogTable(spark, name)
-      if (!DeltaTableUtils.isDeltaTable(table)) Row(name, -1L, null, null, false, table.properties)
-      else {
-        val log = DeltaLog.forTable(spark, table)
-        val snapshot = log.update(catalogTableOpt = Some(table))
-        Row(name, snapshot.version, snapshot.metadata.id, outsideChange(log, snapshot).map(Long.box).orNull,
-          SmallDeltaScans.listed(snapshot).isDefined, snapshot.metadata.configuration)
+      val table = try Some(catalogTable(spark, name)) catch {
+        case _: NoSuchTableException | _: NoSuchDatabaseException | _: NoSuchNamespaceException => None
+      }
+      table match {
+        case None => Row(name, -1L, null, null, false, null, false)
+        case Some(t) if !DeltaTableUtils.isDeltaTable(t) => Row(name, -1L, null, null, false, t.properties, true)
+        case Some(t) =>
+          val log = DeltaLog.forTable(spark, t)
+          val snapshot = log.update(catalogTableOpt = Some(t))
+          Row(name, snapshot.version, snapshot.metadata.id, outsideChange(log, snapshot).map(Long.box).orNull,
+            SmallDeltaScans.listed(snapshot).isDefined, snapshot.metadata.configuration, true)
       }
     }
     LocalRelation.fromExternalRows(output("name" -> StringType, "version" -> LongType, "id" -> StringType,
-      "changed_outside" -> LongType, "small" -> BooleanType, "properties" -> MapType(StringType, StringType)), rows)
+      "changed_outside" -> LongType, "small" -> BooleanType, "properties" -> MapType(StringType, StringType),
+      "exists" -> BooleanType), rows)
   }
 
   /**
