@@ -39,7 +39,8 @@ import org.apache.spark.sql.types.{BinaryType, BooleanType, ByteType, DataType, 
 object LocalMerge {
   val MaxRowsConf = "mv.localMergeRows"
   val DefaultMaxRows = 100000L
-  /** The source's plan may read this many bytes per row allowed before it is not tried locally. */
+  /** The source's scans may read at most this many bytes per row allowed (25.6 MB at the default
+   *  limit); a source that reads more is left to the distributed merge without being tried. */
   val BytesPerRow = 256L
 
   /** The merged rows, as RefreshCommit's `classified` frame, and its rows per (action, file). */
@@ -51,7 +52,9 @@ object LocalMerge {
    */
   def classify(spark: SparkSession, spec: RefreshCommit.Spec, columns: Seq[String], target: DataFrame,
       targetRows: Option[Long], source: DataFrame): Option[Classified] = {
-    val max = spark.conf.getOption(MaxRowsConf).map(_.toLong).getOrElse(DefaultMaxRows)
+    val max = spark.conf.getOption(MaxRowsConf).map(v => v.trim.toLongOption.getOrElse(throw
+      new IllegalArgumentException(s"$MaxRowsConf must be a whole number of rows (0: never), not '$v'")))
+      .getOrElse(DefaultMaxRows)
     if (max <= 0 || !targetRows.exists(_ <= max)) return None
     val tAttrs = DataTypeUtils.toAttributes(target.schema)
     val sAttrs = DataTypeUtils.toAttributes(source.schema)
