@@ -36,7 +36,7 @@ COMBINE_AFTER_RUNS = MAX_RANGES
 class Touched:
     """What the changes touch (`touched`): each window function over its source's changes
     (`windowed`, SQL relations with __ws, __we, __t in µs), the windows with the latest time added
-    to each, the changed rows per (part, window), and the change rows read from each source."""
+    to each, the changed rows per (part, window), and the change rows read from all sources."""
     windowed: list[str]
     windows: dict[tuple[int, int], int | None]
     counts: dict[tuple[int, int, int], int]
