@@ -21,8 +21,8 @@ VIEWS = {
 PRICES = f"SELECT price, count(*) AS n FROM {SOURCE} GROUP BY price"  # a DOUBLE key: not hashed
 CHANGES = [
     "INSERT INTO {s} VALUES (1, 'a', 2.0, TIMESTAMP'2024-01-01 00:01:00'), (2, 'b', 3.0, TIMESTAMP'2024-01-01 00:02:00'),"
-    " (3, 'a', 4.0, TIMESTAMP'2024-01-01 00:12:00'), (4, NULL, 1.0, TIMESTAMP'2024-01-01 00:13:00')",
-    "INSERT INTO {s} VALUES (5, 'a', 1.0, TIMESTAMP'2024-01-01 00:03:00'), (6, 'c', 8.0, TIMESTAMP'2024-01-01 00:31:00')",
+    " (3, 'a', 4.0, TIMESTAMP'2024-01-01 00:12:00'), (4, NULL, 1.0, TIMESTAMP'2024-01-01 00:13:00'),"
+    " (5, 'a', 1.0, TIMESTAMP'2024-01-01 00:03:00'), (6, 'c', 8.0, TIMESTAMP'2024-01-01 00:31:00')",
     # a value changes in place (1, 6) and a row moves to another window (3)
     "UPDATE {s} SET price = IF(id = 3, price, price + 10), ts = IF(id = 3, TIMESTAMP'2024-01-01 00:22:00', ts) "
     "WHERE id IN (1, 3, 6)",
