@@ -66,11 +66,6 @@ def shown_properties(spark: SparkSession, name: str) -> dict[str, str]:
         return {row.key: row.value for row in spark.sql(f"SHOW TBLPROPERTIES {name}").collect()}
 
 
-def is_view(spark: SparkSession, name: str) -> bool:
-    """Whether the table `name` is a materialized view, without parsing its definition."""
-    return spark.catalog.tableExists(name) and DEFINITION_PROPERTY in shown_properties(spark, name)
-
-
 def require(spark: SparkSession, name: str) -> View:
     view = load(spark, name)
     if view is None:
@@ -91,12 +86,9 @@ def definition_property(view: View) -> str:
 
 
 def list_views(spark: SparkSession) -> list[str]:
-    """Names of the materialized views in the current database."""
-    names = []
-    for table in spark.catalog.listTables():
-        if table.isTemporary or table.tableType == "VIEW":
-            continue
-        name = f"{table.namespace[0]}.{table.name}" if table.namespace else table.name
-        if is_view(spark, name):
-            names.append(table.name)
-    return sorted(names)
+    """Names of the materialized views in the current database: the tables whose properties hold a
+    definition, read as `load` reads them, in one `mv_delta_tables` query for all of them."""
+    tables = {f"{t.namespace[0]}.{t.name}" if t.namespace else t.name: t.name for t in spark.catalog.listTables()
+              if not t.isTemporary and t.tableType != "VIEW"}
+    found = delta_tables.lookup(spark, list(tables))
+    return sorted(short for name, short in tables.items() if DEFINITION_PROPERTY in found[name].properties)

@@ -156,8 +156,10 @@ object RefreshCommit extends DeltaCommand {
     val candidates = viewFiles(txn, spec.targetFilter.map(resolved(spark, txn, _)))
     val target = SmallDeltaScans.frame(spark, log, txn.snapshot, candidates).withColumn("__file", input_file_name())
     val source = spark.table(spec.rows.get)
-    val targetRows = Some(candidates.flatMap(_.numLogicalRecords)).filter(_ => candidates.forall(_.numLogicalRecords.isDefined))
-    val local = LocalMerge.classify(spark, spec, columns, target, targetRows.map(_.sum), source)
+    // The view's candidate rows, if every file's statistics count them.
+    val targetRows = if (candidates.forall(_.numLogicalRecords.isDefined)) Some(candidates.flatMap(_.numLogicalRecords).sum)
+      else None
+    val local = LocalMerge.classify(spark, spec, columns, target, targetRows, source)
     val (classified, perFile) = local.map(c => (c.rows, c.perFile)).getOrElse(classify(spec, columns, target, source))
     try {
       val touched = perFile.collect { case (a, Some(f), _, _) if a == "update" || a == "delete" => f }.distinct
