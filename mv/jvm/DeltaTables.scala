@@ -15,7 +15,7 @@ import org.apache.spark.sql.catalyst.expressions.{AttributeReference, Expression
 import org.apache.spark.sql.catalyst.plans.logical.{LocalRelation, LogicalPlan}
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.delta.{DeltaLog, DeltaTableUtils, Snapshot}
-import org.apache.spark.sql.delta.actions.{Action, AddFile, CommitInfo, RemoveFile}
+import org.apache.spark.sql.delta.actions.{Action, AddCDCFile, AddFile, CommitInfo, RemoveFile}
 import org.apache.spark.sql.types.{BooleanType, DataType, DoubleType, LongType, MapType, StringType, StructType,
   TimestampType}
 
@@ -24,7 +24,9 @@ import org.apache.spark.sql.types.{BooleanType, DataType, DoubleType, LongType, 
  * DESCRIBE round trips (which rebuild a table's state, a Spark job, to report what it does not need):
  * {{{
  *   SELECT * FROM mv_delta_tables('bids', 'hourly')      -- name, version, id, changed_outside, small,
- *                                                         -- properties, exists: a row per name
+ *                                                         -- properties, exists, bytes: a row per name
+ *   SELECT * FROM mv_delta_tables('bids@7')               -- and change_bytes: what its change feed
+ *                                                         -- after version 7 holds
  *   SELECT * FROM mv_refresh_history                      -- every refresh of the database's views
  *   SELECT * FROM mv_refresh_history('db', 'hourly')      -- one view's
  *   SELECT * FROM mv_refresh_history('db', '', '1')       -- each view's latest refresh
@@ -74,26 +76,50 @@ object DeltaTables {
       TableIdentifier(parts.last, parts.dropRight(1).lastOption, parts.dropRight(2).lastOption))
   }
 
-  private def tables(names: Seq[String]): LogicalPlan = {
+  private def tables(args: Seq[String]): LogicalPlan = {
     val spark = SparkSession.active
-    val rows = names.map { name =>
+    val rows = args.map { arg =>
+      val (name, after) = arg.lastIndexOf('@') match {
+        case -1 => (arg, None)
+        case at => (arg.take(at), Some(arg.drop(at + 1).toLong))
+      }
       val table = try Some(catalogTable(spark, name)) catch {
         case _: NoSuchTableException | _: NoSuchDatabaseException | _: NoSuchNamespaceException => None
       }
       table match {
-        case None => Row(name, -1L, null, null, false, null, false)
-        case Some(t) if !DeltaTableUtils.isDeltaTable(t) => Row(name, -1L, null, null, false, t.properties, true)
+        case None => Row(name, -1L, null, null, false, null, false, null, null)
+        case Some(t) if !DeltaTableUtils.isDeltaTable(t) =>
+          Row(name, -1L, null, null, false, t.properties, true, null, null)
         case Some(t) =>
           val log = DeltaLog.forTable(spark, t)
           val snapshot = log.update(catalogTableOpt = Some(t))
           Row(name, snapshot.version, snapshot.metadata.id, outsideChange(log, snapshot).map(Long.box).orNull,
-            SmallDeltaScans.listed(snapshot).isDefined, snapshot.metadata.configuration, true)
+            SmallDeltaScans.listed(snapshot).isDefined, snapshot.metadata.configuration, true,
+            snapshot.checksumOpt.map(c => Long.box(c.tableSizeBytes)).orNull,
+            after.flatMap(changeBytes(log, _, snapshot.version)).map(Long.box).orNull)
       }
     }
     LocalRelation.fromExternalRows(output("name" -> StringType, "version" -> LongType, "id" -> StringType,
       "changed_outside" -> LongType, "small" -> BooleanType, "properties" -> MapType(StringType, StringType),
-      "exists" -> BooleanType), rows)
+      "exists" -> BooleanType, "bytes" -> LongType, "change_bytes" -> LongType), rows)
   }
+
+  /**
+   * The bytes of the files the change feed of versions after `after` up to `latest` reads, from the
+   * log: a version's change files where it wrote some, else its added and removed data files (as
+   * Delta's change feed reads them). None when a commit is gone (cleaned up) or a size is unknown.
+   */
+  private def changeBytes(log: DeltaLog, after: Long, latest: Long): Option[Long] =
+    if (after >= latest) Some(0L)
+    else Try(log.getChanges(after + 1).takeWhile(_._1 <= latest).map { case (_, actions) =>
+      val cdc = actions.collect { case c: AddCDCFile => c.size }
+      if (cdc.nonEmpty) Some(cdc.sum)
+      else {
+        val sizes = actions.collect { case a: AddFile if a.dataChange => Some(a.size)
+                                      case r: RemoveFile if r.dataChange => r.size }
+        if (sizes.forall(_.isDefined)) Some(sizes.flatten.sum) else None
+      }
+    }.toSeq).toOption.filter(_.size == latest - after).flatMap(v => if (v.forall(_.isDefined)) Some(v.flatten.sum) else None)
 
   /**
    * For a view: the first commit since its last refresh read it that changed its rows and is no
@@ -116,7 +142,7 @@ object DeltaTables {
     .add("duration_s", DoubleType).add("technique", StringType).add("reason", StringType)
     .add("source_versions", StringType).add("rows_read", LongType).add("rows_inserted", LongType)
     .add("rows_updated", LongType).add("rows_deleted", LongType).add("late_rows", LongType)
-    .add("watermark_micros", LongType).add("watermark_idle", BooleanType)
+    .add("watermark_micros", LongType).add("watermark_idle", BooleanType).add("work_bytes", LongType)
 
   private def history(args: Seq[String]): LogicalPlan = {
     val spark = SparkSession.active
@@ -171,6 +197,6 @@ object DeltaTables {
       math.max(0L, committed.getTime - startedMs) / 1000.0, m.get("technique").asText, m.get("reason").asText,
       new ObjectMapper().writeValueAsString(state.get("sources")), long(m, "rows_read"), inserted, updated,
       deleted, long(m, "late_rows"), long(state, "watermark"),
-      java.lang.Boolean.valueOf(Option(m.get("watermark_idle")).exists(_.asBoolean)))
+      java.lang.Boolean.valueOf(Option(m.get("watermark_idle")).exists(_.asBoolean)), long(m, "work_bytes"))
   }
 }

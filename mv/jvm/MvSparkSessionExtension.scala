@@ -37,6 +37,8 @@ class MvSparkSessionExtension extends (SparkSessionExtensions => Unit) {
     extensions.injectTableFunction(DeltaTables.historyRegistration)
     // mv_substitute('query', 'source', 'replacement') runs a view's query over only some source rows.
     extensions.injectTableFunction(SourceSubstitution.registration)
+    // mv_scan_bytes('query', ...): what queries would read after file skipping (REFRESH POLICY AUTO's estimate).
+    extensions.injectTableFunction(ScanBytes.registration)
     // Window function calls are bound as they are parsed (see WindowSqlParser) or, for plans not
     // built from SQL, while analysed; they become one WindowTableFunction node once resolved.
     extensions.injectResolutionRule(_ => ResolveWindowTableFunctions.Bind)
