@@ -179,8 +179,12 @@ def explain(spark: SparkSession, statement: Explain) -> list[tuple]:
     state = read(spark, view.name) if previous is None else _pretend_state(info)
     outside = delta_tables.lookup(spark, [view.name])[view.name].changed_outside if previous is None else None
     chosen = plan.plan(spark, view, info, state, changed_outside=outside)
+    weighed = refresh.estimated(spark, view.name) if previous is None and chosen.technique == "incremental" else None
+    if weighed is not None and weighed.switches and view.definition.policy == "AUTO":
+        chosen = plan.Plan("full", "FULL_CHEAPER")
     return [("technique", chosen.technique), ("reason", chosen.reason), ("shape", info.shape),
-            ("sources", ", ".join(info.source_tables)), ("row_key", ", ".join(info.group_by or []))]
+            ("sources", ", ".join(info.source_tables)), ("row_key", ", ".join(info.group_by or [])),
+            ("estimate", weighed.describe() if weighed else "none: nothing to weigh (no pending change, a full refresh, or not a window query)")]
 
 
 def _pretend_state(info):

@@ -23,13 +23,17 @@ class Table:
     small: bool = False  # its checksum lists its files: scans and the commit read them without a Spark job
     properties: dict = field(default_factory=dict, compare=False)  # the table's (a Delta table's configuration)
     exists: bool = True  # False for a name the catalog has no table of (version -1)
+    bytes: int | None = None  # its files' size, from its checksum (None without one)
+    change_bytes: int | None = None  # what its change feed after the version asked for holds (`lookup`'s `after`)
 
 
-def lookup(spark: SparkSession, names: list[str]) -> dict[str, Table]:
+def lookup(spark: SparkSession, names: list[str], after: dict[str, int] | None = None) -> dict[str, Table]:
     """Each table's latest version, Delta table id and properties, in one query; a name with no
-    table gets a row too (`exists` False)."""
+    table gets a row too (`exists` False). A table with a version in `after` also gets the bytes
+    of its change feed since then (`change_bytes`, from the log)."""
     if not names:
         return {}
-    rows = spark.sql(f"SELECT * FROM mv_delta_tables({', '.join(map(sql_string, names))})").collect()
+    args = [f"{name}@{after[name]}" if name in (after or {}) else name for name in names]
+    rows = spark.sql(f"SELECT * FROM mv_delta_tables({', '.join(map(sql_string, args))})").collect()
     return {row.name: Table(row.version, row.id, row.changed_outside, row.small, dict(row.properties or {}),
-                            row.exists) for row in rows}
+                            row.exists, row.bytes, row.change_bytes) for row in rows}

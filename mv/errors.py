@@ -147,6 +147,12 @@ def internal(what: str) -> MvError:
                    "This is a bug in the engine; please report the statement with the driver's log.", what=what)
 
 
+def invalid_setting(key: str, value: str, expected: str) -> MvError:
+    return MvError("MV_INVALID_SETTING", f"The session setting {key} is '{value}', not {expected}.",
+                   f"Set it to {expected}, or unset it for its default: spark.conf.unset('{key}').",
+                   key=key, value=value)
+
+
 def change_feed_gone(view: str, source: str, version: int) -> MvError:
     return MvError("MV_CHANGE_FEED_UNAVAILABLE",
                    f"The changes of {source} since version {version}, which {view} has not yet "

@@ -51,6 +51,12 @@ def plan(spark: SparkSession, view: View, info: QueryInfo, previous: RefreshStat
     return Plan("incremental", "CHANGES_ONLY")
 
 
+def by_windows(info: QueryInfo) -> bool:
+    """Whether an incremental refresh of `info`'s query works window by window (mv/window_refresh.py,
+    weighed by mv/estimate.py): windows other than sessions, grouped by their window or not."""
+    return bool(info.windows) and info.shape != "aggregate" and info.windows[0].kind != "SESSION"
+
+
 def _session_blockers(info: QueryInfo, columns: dict[str, set[str]], view_watermark: bool) -> list[str]:
     """Sessions are kept from the view's own rows, so the view must hold every session and its keys,
     each under its source name (the extension marks the output columns that carry a key). Two

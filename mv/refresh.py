@@ -30,11 +30,12 @@ from typing import Iterator
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
-from mv import catalog, change_feed, delta_tables, errors, full_refresh, progress, session_refresh, snapshots
+from mv import catalog, change_feed, delta_tables, errors, estimate, full_refresh, progress, session_refresh
+from mv import snapshots
 from mv import watermark, window_refresh, writes
 from mv.catalog import View
 from mv.history import pinned_targets
-from mv.plan import Plan, plan
+from mv.plan import Plan, by_windows, plan
 from mv.query import QueryInfo, describe, sql_string
 from mv.run import Outcome, Run, clock_closes, seen_at
 from mv.settings import session_settings
@@ -65,6 +66,25 @@ def refresh(spark: SparkSession, name: str, full: bool = False,
                 done.add(source)
                 refresh(spark, upstream.definition.name, refreshed=done)
         return _refresh(work, view, info, full)
+
+
+def estimated(spark: SparkSession, name: str) -> estimate.Estimate | None:
+    """What REFRESH of the view `name` would cost now incrementally and in full (mv/estimate.py),
+    for EXPLAIN: the refresh runs up to its estimate (it reads the changes) and writes nothing.
+    None when there is nothing to weigh: no change, a refresh that is full anyway, a query shape
+    other than windows.
+
+    Example:
+        >>> estimated(spark, "hourly_totals").describe()
+        'incremental 12.0 MB (about 0.8 s), full 310.4 MB (about 9.6 s): incremental is cheaper'
+    """
+    view = catalog.require(spark, name)
+    with _own_session(spark, view) as work:
+        try:
+            _refresh(work, view, _describe(work, view), False, dry=True)
+        except estimate.Estimated as e:
+            return e.estimate
+    return None
 
 
 @contextmanager
@@ -106,7 +126,7 @@ def _describe(spark: SparkSession, view: View) -> QueryInfo:
         raise errors.query_broken(view.name, str(e).splitlines()[0]) from None
 
 
-def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Outcome:
+def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: bool = False) -> Outcome:
     started = time.time()
     progress.phase(view.name, "planning")
     found = stored(spark, view.name, view.properties)
@@ -115,7 +135,8 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
     # The view's version was read with its state (`found`); its sources' are read after it.
     known = {view.name: view.table} if view.table else {}
     wanted = [view.name, *info.source_tables, view.late_table]
-    tables = {**known, **delta_tables.lookup(spark, [t for t in wanted if t not in known])}
+    after = previous.sources if previous else None  # sources' change bytes since then, for the estimate
+    tables = {**known, **delta_tables.lookup(spark, [t for t in wanted if t not in known], after)}
     view = replace(view, table_id=tables[view.name].id)
     pinned = pinned_targets(spark, view, refresh_id, late=tables[view.late_table].exists)
     targets = pinned or {s: tables[s].version for s in info.source_tables}
@@ -127,14 +148,19 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool) -> Ou
             and not clock_closes(spark, view.definition, previous, now):
         return Outcome(view.name, "incremental", "NO_CHANGES", previous.refresh_id, targets, started_at=started,
                        watermark=previous.watermark, duration_s=round(time.time() - started, 3))
-    outcome = Outcome(view.name, chosen.technique, chosen.reason, refresh_id, targets, started_at=started)
+    sizes = estimate.Sizes.of(tables, view.name, info.source_tables)
+    chosen, work = _weighed_before_reading(spark, view, info, sizes, chosen, dry)
+    outcome = Outcome(view.name, chosen.technique, chosen.reason, refresh_id, targets, started_at=started,
+                      work_bytes=work)
     run = Run(spark, view, info, previous, targets, outcome, marker=found.marker,
-              source_ids={s: tables[s].id for s in info.source_tables}, now=now)
+              source_ids={s: tables[s].id for s in info.source_tables}, now=now, dry=dry, sizes=sizes)
     # A view too large for its checksum to list its files has them listed in the background meanwhile,
     # for the merge; a small view's files are read from its checksum without a Spark job.
     with snapshots.warming(spark, [] if tables[view.name].small else [view.name]):
         try:
             new_state, write = _recomputed(run, chosen.technique)
+            if dry:  # the refresh's shape has no estimate (estimate.Estimated was not raised)
+                raise estimate.Estimated(None)
             new_state = replace(new_state, source_ids=run.source_ids,
                                 event_time_seen_at=seen_at(run, new_state.max_event_time))
             outcome.watermark = new_state.watermark
@@ -156,7 +182,7 @@ def _recomputed(run: Run, technique: str) -> tuple[RefreshState, Write]:
     outcome, view = run.outcome, run.view
     progress.phase(view.name, "reading changes" if technique == "incremental" else "recomputing")
     if technique != "incremental":
-        return full_refresh.full(run)
+        return _full(run)
     try:
         return _incremental(run)
     except change_feed.ChangeFeedGone as gone:
@@ -165,7 +191,33 @@ def _recomputed(run: Run, technique: str) -> tuple[RefreshState, Write]:
         outcome.technique, outcome.reason = "full", "CHANGE_FEED_UNAVAILABLE"
     except change_feed.SourceReplaced:
         outcome.technique, outcome.reason = "full", "SOURCE_REPLACED"  # dropped and created again
+    except estimate.FullCheaper as cheaper:  # AUTO: the estimate says a full refresh costs less
+        outcome.technique, outcome.reason, outcome.work_bytes = "full", "FULL_CHEAPER", cheaper.estimate.full_bytes
+    return _full(run)
+
+
+def _full(run: Run) -> tuple[RefreshState, Write]:
+    """The full refresh, its work recorded for later estimates (mv/estimate.py) unless an estimate
+    already planned it."""
+    if run.outcome.work_bytes is None:
+        known = run.sizes.full
+        run.outcome.work_bytes = known if known is not None else estimate.full_work(run.spark, run.query, run.view.name)
     return full_refresh.full(run)
+
+
+def _weighed_before_reading(spark: SparkSession, view: View, info: QueryInfo, sizes: estimate.Sizes, chosen: Plan,
+                            dry: bool) -> tuple[Plan, int | None]:
+    """Under REFRESH POLICY AUTO, a full refresh (FULL_CHEAPER) when the change alone, before it is
+    read, costs more (mv/estimate.py), with that refresh's work; else `chosen`. Only for windows'
+    incremental refreshes. EXPLAIN (`dry`) stops here when the refresh will not be incremental."""
+    auto = view.definition.policy == "AUTO"
+    upfront = estimate.before_reading(spark, view.name, sizes) \
+        if chosen.technique == "incremental" and by_windows(info) and (dry or auto) else None
+    if upfront is not None and upfront.switches and auto:
+        chosen = Plan("full", "FULL_CHEAPER")
+    if dry and chosen.technique != "incremental":
+        raise estimate.Estimated(upfront)
+    return chosen, upfront.full_bytes if chosen.reason == "FULL_CHEAPER" else None
 
 
 def _chosen(spark: SparkSession, view: View, info: QueryInfo, found: Stored, full: bool,
@@ -188,7 +240,7 @@ def _last_refresh_id(spark: SparkSession, view: View) -> int:
 
 def _metrics(outcome: Outcome) -> dict:
     keys = ("technique", "reason", "rows_read", "late_rows", "groups_combined", "groups_recomputed",
-            "started_at", "duration_s", "watermark_idle")
+            "started_at", "duration_s", "watermark_idle", "work_bytes")
     return {k: getattr(outcome, k) for k in keys}
 
 
@@ -210,7 +262,7 @@ def _commit(run: Run, new_state: RefreshState, write: Write) -> tuple[int, int, 
 def _incremental(run: Run) -> tuple[RefreshState, Write]:
     """The refresh from the sources' changes, by the strategy the query's shape calls for."""
     previous = run.previous
-    windows = bool(run.info.windows) and run.info.shape != "aggregate" and run.info.windows[0].kind != "SESSION"
+    windows = by_windows(run.info)
     try:  # the first read of the change feed: the touched windows, or a count
         changes = change_feed.read(run)
         run.cached += changes.values()  # the MERGE, run at commit, still reads them
@@ -225,6 +277,8 @@ def _incremental(run: Run) -> tuple[RefreshState, Write]:
         raise change_feed.ChangeFeedGone(source, previous.sources.get(source, -1) + 1) from None
     progress.checkpoint("changes_read")
     change_feed.check_sources(run)  # before anything is written
+    if run.dry and not windows:  # only windows are weighed; the other shapes may write late rows next
+        raise estimate.Estimated(None)
     progress.phase(run.view.name, "recomputing")
     state = replace(previous, refresh_id=run.outcome.refresh_id, sources=dict(run.targets))
     if not views and clock_closes(run.spark, run.view.definition, previous, run.now) and run.info.windows:

@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from mv import watermark
 from mv.catalog import View
+from mv.estimate import Sizes
 from mv.query import QueryInfo, interval_micros, sql_string
 from mv.state import RefreshState
 from mv.statements import Definition
@@ -35,6 +36,7 @@ class Outcome:
     groups_recomputed: int = 0
     watermark: int | None = None
     watermark_idle: bool = False  # the watermark moved with the clock (IDLE AFTER), not with event time
+    work_bytes: int | None = None  # what it read and matched, as planned (mv/estimate.py), when weighed
     started_at: float = 0.0
     duration_s: float = 0.0
 
@@ -56,6 +58,8 @@ class Run:
     cached: list[DataFrame] = field(default_factory=list)
     source_ids: dict[str, str] = field(default_factory=dict)  # Delta table ids, read with the target versions
     now: int = field(default_factory=watermark.now)  # wall-clock µs at the refresh's start (IDLE AFTER)
+    sizes: Sizes = Sizes(None, None, None)  # of the sources, their changes and the view, from the log (estimate.py)
+    dry: bool = False  # only estimate (EXPLAIN): stop before anything is written (estimate.Estimated)
 
     @property
     def columns(self) -> list[str]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from mv import progress, watermark, writes
+from mv import estimate, progress, watermark, writes
 from mv.combine import Combination, combine
 from mv.history import write_late_rows
 from mv.query import interval_micros, micros_sql, quote, sql_string, time_sql
@@ -61,6 +61,18 @@ def refresh_windows(run: Run, changes: dict[str, str], first: Touched) -> tuple[
     windowed, windows, counts = first.windowed, first.windows, first.counts
     old_wm, grace = run.previous.watermark, interval_micros(spark, d.grace)
     max_event, new_wm = advanced(run, list(windows.values()))
+    affected = [(s, e) for s, e in windows if not watermark.is_final(e, old_wm, grace)]
+    newly_closed = None
+    if d.emit == "WINDOW CLOSE":
+        affected = [(s, e) for s, e in affected if watermark.is_closed(e, new_wm)]
+        if new_wm is not None and new_wm != old_wm:
+            newly_closed = (old_wm + 1 if old_wm is not None else None, new_wm + 1)
+    # Windows in a few runs of time (recent changes) are cheapest recomputed: Delta reads just
+    # those files. Scattered over many, recomputing reads most of the source: combine instead.
+    # A cumulative window reaches back to its day's start: recomputing it rereads the day so far.
+    scattered = len(time_runs(affected)) > COMBINE_AFTER_RUNS or run.info.windows[0].kind == "CUMULATE"
+    combining = combinable(run) and scattered
+    weighed = weigh(run, affected, newly_closed, combining)
     for i, name in enumerate(windowed):
         count = sum(n for (part, _, e), n in counts.items() if part == i and watermark.is_final(e, old_wm, grace))
         if count:
@@ -68,23 +80,44 @@ def refresh_windows(run: Run, changes: dict[str, str], first: Touched) -> tuple[
             write_late_rows(spark, run.view, late, run.outcome.refresh_id, run.targets, i)
             run.outcome.late_rows += count
     progress.checkpoint("late_rows_written")
-    affected = [(s, e) for s, e in windows if not watermark.is_final(e, old_wm, grace)]
-    newly_closed = None
-    if d.emit == "WINDOW CLOSE":
-        affected = [(s, e) for s, e in affected if watermark.is_closed(e, new_wm)]
-        if new_wm is not None and new_wm != old_wm:
-            newly_closed = (old_wm + 1 if old_wm is not None else None, new_wm + 1)
+    if weighed is not None and weighed.switches:  # late rows are written first: a full refresh leaves them out
+        raise estimate.FullCheaper(weighed)
     state, write = RefreshState(run.outcome.refresh_id, dict(run.targets), max_event, new_wm), writes.STATE_ONLY
     if affected or newly_closed:
-        # Windows in a few runs of time (recent changes) are cheapest recomputed: Delta reads just
-        # those files. Scattered over many, recomputing reads most of the source: combine instead.
-        # A cumulative window reaches back to its day's start: recomputing it rereads the day so far.
-        scattered = len(time_runs(affected)) > COMBINE_AFTER_RUNS or run.info.windows[0].kind == "CUMULATE"
-        if combinable(run) and scattered:
+        if combining:
             write = combine_windows(run, affected, newly_closed, next(iter(changes.values())))
         else:
             write = merge_windows(run, affected, newly_closed, run.info.window_start, run.info.window_end, t)
     return state, write
+
+
+def weigh(run: Run, affected, newly_closed, combining: bool) -> estimate.Estimate | None:
+    """REFRESH POLICY AUTO's estimate of the rest of this refresh, incrementally or in full
+    (mv/estimate.py); None when no estimate is wanted: another policy, nothing to write, or a change
+    too small to need one (under SMALL_CHANGE of its sources' bytes). Asked only for it (EXPLAIN), it
+    raises estimate.Estimated instead, before anything is written."""
+    if not run.dry and (run.view.definition.policy != "AUTO" or run.sizes.small_change or not (affected or newly_closed)):
+        return None
+    if not (affected or newly_closed):
+        raise estimate.Estimated(None)
+    end, t = quote(run.info.window_end), run.time_type
+    written = kept_windows(run, window_ranges(run, affected, ""), newly_closed, end, t)
+    closing = just_closed(end, newly_closed, t)  # combined windows are not read from the source; closing ones are
+    source = None if combining and not closing else f"SELECT * FROM ({run.query}) WHERE {closing if combining else written}"
+    found = estimate.planned(run.spark, run.view.name, run.query,
+                             (source, f"SELECT * FROM {run.view.name} WHERE {written}"), run.sizes)
+    run.outcome.work_bytes = found.incremental_bytes + (run.sizes.change or 0)  # its rate covers the change too
+    if run.dry:
+        raise estimate.Estimated(found)
+    return found
+
+
+def window_ranges(run: Run, windows: list[tuple[int, int]], alias: str) -> str:
+    """SQL: a row's window (its columns prefixed `alias`: '' or 't.') lies in one of the time ranges
+    covering `windows` (time_ranges); false for none."""
+    t, start, end = run.time_type, alias + quote(run.info.window_start), alias + quote(run.info.window_end)
+    parts = [f"({start} >= {time_sql(a, t)} AND {end} <= {time_sql(b, t)})" for a, b in time_ranges(windows)]
+    return f"({' OR '.join(parts)})" if parts else "false"
 
 
 def touched_windows(spark: SparkSession, windowed: list[str], changes: list[str]) -> tuple[dict, dict, int]:
@@ -134,18 +167,17 @@ def merge_windows(run: Run, affected, newly_closed, ws: str, we: str, t: str) ->
     spark = run.spark
     start, end = quote(ws), quote(we)
     if run.info.group_by is None:  # rows, not groups: replace whole time ranges of windows
-        ranges = " OR ".join(f"(t.{start} >= {time_sql(a, t)} AND t.{end} <= {time_sql(b, t)})"
-                             for a, b in time_ranges(affected))
-        return writes.replace_rows(run, kept_windows(run, f"({ranges or 'false'})", newly_closed, f"t.{end}", t))
+        return writes.replace_rows(run, kept_windows(run, window_ranges(run, affected, "t."), newly_closed,
+                                                     f"t.{end}", t))
     listed = len(affected) <= MAX_LISTED
 
     def keep(alias: str) -> str:  # the windows to write, over the query's rows ('') or the view's ('t.')
         s, e = alias + start, alias + end
-        parts = [f"({s} >= {time_sql(a, t)} AND {e} <= {time_sql(b, t)})" for a, b in time_ranges(affected)]
         pairs = ", ".join(f"({time_sql(a, t)}, {time_sql(b, t)})" for a, b in affected)
         exact = f"({s}, {e}) IN ({pairs})" if listed else \
             f"({s}, {e}) IN (SELECT s, e FROM {windows_relation(run, affected)})"
-        return kept_windows(run, f"(({' OR '.join(parts)}) AND {exact})" if parts else "false", newly_closed, e, t)
+        return kept_windows(run, f"({window_ranges(run, affected, alias)} AND {exact})" if affected else "false",
+                            newly_closed, e, t)
 
     recomputed = spark.sql(f"SELECT * FROM ({run.query}) WHERE {keep('')}")
     if all_new(run, affected):

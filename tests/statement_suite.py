@@ -50,9 +50,11 @@ EXPECTED = [
                         ["watermark_delay", "INTERVAL '1' MINUTE"], ["emit", "UPDATE"], ["policy", "AUTO"],
                         ["comment", "'ten-minute totals'"], ["time_zone", "UTC"]]],
     ["property,value", [["technique", "incremental"], ["reason", "CHANGES_ONLY"], ["shape", "window"],
-                        ["sources", "spark_catalog.{db}.bids"], ["row_key", "window_start, window_end"]]],
+                        ["sources", "spark_catalog.{db}.bids"], ["row_key", "window_start, window_end"],
+                        ["estimate", "none: nothing to weigh (no pending change, a full refresh, or not a window query)"]]],
     ["property,value", [["technique", "incremental"], ["reason", "CHANGES_ONLY"], ["shape", "window"],
-                        ["sources", "spark_catalog.{db}.bids"], ["row_key", "window_start, window_end"]]],
+                        ["sources", "spark_catalog.{db}.bids"], ["row_key", "window_start, window_end"],
+                        ["estimate", "none: nothing to weigh (no pending change, a full refresh, or not a window query)"]]],
     ["", []],
     ["view,technique,reason,refresh_id,rows_read,rows_inserted,rows_updated,rows_deleted,late_rows,"
      "groups_combined,groups_recomputed,duration_s",

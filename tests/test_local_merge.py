@@ -8,6 +8,7 @@ distributed full outer join (RefreshCommit.classify); and the view's query run i
 import pytest
 
 from bench.refresh import _executions_since, execution_marker
+from mv.settings import session_settings
 
 SOURCE = "lm_bids"
 VIEWS = {
@@ -107,12 +108,9 @@ def test_keys_whose_equality_is_not_their_bytes_go_to_the_distributed_merge(spar
 def test_a_limit_that_is_not_a_number_fails_the_refresh_by_name_and_changes_nothing(spark, twins):
     before = rows(spark, "SELECT * FROM lm_windows")
     spark.sql(f"INSERT INTO {SOURCE} VALUES (10, 'c', 2.0, TIMESTAMP'2024-01-01 00:07:00')")
-    spark.conf.set("mv.localMergeRows", "lots")
-    try:
-        with pytest.raises(Exception, match="mv.localMergeRows must be a whole number of rows"):
-            spark.sql("REFRESH MATERIALIZED VIEW lm_windows").collect()
-    finally:
-        spark.conf.unset("mv.localMergeRows")
+    with session_settings(spark, {"mv.localMergeRows": "lots"}), \
+            pytest.raises(Exception, match="mv.localMergeRows must be a whole number of rows"):
+        spark.sql("REFRESH MATERIALIZED VIEW lm_windows").collect()
     assert rows(spark, "SELECT * FROM lm_windows") == before
     spark.sql("REFRESH MATERIALIZED VIEW lm_windows").collect()
     assert rows(spark, "SELECT * FROM lm_windows") == rows(spark, VIEWS["lm_windows"])

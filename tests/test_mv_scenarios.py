@@ -677,7 +677,8 @@ def test_show_describe_explain_and_drop(spark, given):
 
     assert dict(map(tuple, run(spark, f"EXPLAIN MATERIALIZED VIEW {view}"))) == {
         "technique": "incremental", "reason": "CHANGES_ONLY", "shape": "window",
-        "sources": f"spark_catalog.default.{bids}", "row_key": "window_start, window_end, item"}
+        "sources": f"spark_catalog.default.{bids}", "row_key": "window_start, window_end, item",
+        "estimate": "none: nothing to weigh (no pending change, a full refresh, or not a window query)"}
     explained = dict(map(tuple, run(spark, f"EXPLAIN MATERIALIZED VIEW {sessions}")))
     assert (explained["technique"], explained["reason"]) == ("full", "SESSION_KEYS_NOT_SOURCE_AND_OUTPUT_COLUMNS")
 

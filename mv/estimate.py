@@ -1,0 +1,190 @@
+"""What the rest of a refresh would cost done incrementally and done in full, so that REFRESH
+POLICY AUTO runs the cheaper one (reason FULL_CHEAPER) and EXPLAIN shows both.
+
+Work is counted in bytes of Delta files, as planned before anything runs (the extension's
+mv_scan_bytes, after file skipping): the source files the refresh still has to read, plus twice
+the view's files its merge matches (read, then rewritten or marked deleted). Incrementally, that
+is the source files of the windows the changes touch (none when they are combined from the view's
+rows) and the view files holding those windows; in full, every source file and every view file.
+The change itself is read before the estimate: its cost is spent either way.
+
+Bytes become seconds with the view's own past refreshes (their `work_bytes` in the history): a
+technique's seconds per byte is the median over its newest refreshes that did at least MIN_WORK
+(below that, a refresh's time is mostly fixed costs); a technique never seen at that size takes
+the other's rate, and with neither the bytes decide. A scattered change that makes an incremental
+refresh as slow as a full one shows up in that rate after one such refresh.
+
+Example:
+    >>> e = weigh(900 * MB, 1000 * MB, [Past("full", 1000 * MB, 30.0), Past("incremental", 100 * MB, 6.0)])
+    >>> e.incremental_s, e.full_s, e.cheaper
+    (54.0, 30.0, 'full')
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, replace
+
+from pyspark.sql import SparkSession
+
+from mv import errors, history
+from mv.delta_tables import Table
+from mv.query import sql_string
+
+MB = 1 << 20
+MIN_WORK = 8 * MB
+MIN_WORK_SETTING = "mv.estimate.minWorkBytes"  # MIN_WORK, for a session (tests weigh small tables)
+# Past refreshes read for their rates: the view's newest ones.
+PAST_REFRESHES = 20
+# Before reading a change, it is weighed when its bytes are at least this share of a full refresh's work.
+WEIGH_CHANGE = 0.1
+# A change under this share of its sources' bytes is refreshed incrementally without an estimate:
+# only a scattered change could make that cost a full refresh's, and then the two cost about the same.
+SMALL_CHANGE = 0.01
+
+
+@dataclass(frozen=True)
+class Past:
+    """One earlier refresh of the view: its technique, the work it did (bytes) and its duration."""
+    technique: str
+    work_bytes: int
+    duration_s: float
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """What the log and the checksums say before anything is read: the sources' bytes, their change
+    feeds' bytes since the view's state, the view's bytes; None where unknown."""
+    source: int | None
+    change: int | None
+    view: int | None
+
+    @staticmethod
+    def of(tables: dict[str, Table], view: str, sources: list[str]) -> Sizes:
+        def total(values: list[int | None]) -> int | None:
+            return None if None in values else sum(values)
+        return Sizes(total([tables[s].bytes for s in sources]), total([tables[s].change_bytes for s in sources]),
+                     tables[view].bytes)
+
+    @property
+    def full(self) -> int | None:
+        """A full refresh's work: every source file read, every view file matched (twice: read, rewritten)."""
+        return None if self.source is None or self.view is None else self.source + 2 * self.view
+
+    @property
+    def small_change(self) -> bool:
+        return None not in (self.change, self.source) and self.change < SMALL_CHANGE * self.source
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The rest of the refresh, incrementally and in full: bytes, and seconds when past refreshes tell."""
+    incremental_bytes: int
+    full_bytes: int
+    incremental_s: float | None = None
+    full_s: float | None = None
+    small_change: bool = False  # under SMALL_CHANGE of the sources' bytes: AUTO refreshes incrementally unweighed
+    at_least: bool = False  # the incremental side is its change alone, before the change was read
+
+    @property
+    def cheaper(self) -> str:
+        if self.incremental_s is not None and self.full_s is not None:
+            return "full" if self.full_s < self.incremental_s else "incremental"
+        return "full" if self.full_bytes < self.incremental_bytes else "incremental"
+
+    @property
+    def switches(self) -> bool:
+        """Whether REFRESH POLICY AUTO refreshes in full for it (reason FULL_CHEAPER)."""
+        return self.cheaper == "full" and not self.small_change
+
+    def describe(self) -> str:
+        """One line for EXPLAIN: `incremental 12.0 MB (about 0.8 s), full 310.4 MB (about 9.6 s): ...`."""
+        def side(name: str, work: int, seconds: float | None) -> str:
+            return f"{name} {work / MB:.1f} MB" + (f" (about {seconds:.1f} s)" if seconds is not None else "")
+        incremental = side("incremental" + (" at least" if self.at_least else ""), self.incremental_bytes,
+                           self.incremental_s)
+        line = f"{incremental}, {side('full', self.full_bytes, self.full_s)}: {self.cheaper} is cheaper"
+        return line + (f"; a change under {SMALL_CHANGE:.0%} of its sources' bytes refreshes incrementally"
+                       if self.small_change else "")
+
+
+class FullCheaper(Exception):
+    """Raised by an incremental refresh whose estimate says a full refresh costs less (AUTO only)."""
+
+    def __init__(self, estimate: Estimate):
+        super().__init__(estimate.describe())
+        self.estimate = estimate
+
+
+class Estimated(Exception):
+    """Raised instead of writing, when the refresh was asked only for its estimate (EXPLAIN)."""
+
+    def __init__(self, estimate: Estimate | None):
+        super().__init__(estimate.describe() if estimate else "no estimate")
+        self.estimate = estimate
+
+
+def weigh(incremental_bytes: int, full_bytes: int, past: list[Past], min_work: int = MIN_WORK) -> Estimate:
+    """Both ways of doing the rest of a refresh, in bytes and, by the rates of `past` (refreshes of
+    at least `min_work` bytes), in seconds."""
+    rates = {t: _rate([p for p in past if p.technique == t], min_work) for t in ("incremental", "full")}
+    inc_rate = rates["incremental"] if rates["incremental"] is not None else rates["full"]
+    full_rate = rates["full"] if rates["full"] is not None else rates["incremental"]
+    if inc_rate is None:
+        return Estimate(incremental_bytes, full_bytes)
+    return Estimate(incremental_bytes, full_bytes, round(incremental_bytes * inc_rate, 1),
+                    round(full_bytes * full_rate, 1))
+
+
+def _rate(past: list[Past], min_work: int) -> float | None:
+    """Seconds per byte: the median over refreshes that did at least `min_work`."""
+    rates = [p.duration_s / p.work_bytes for p in past if p.work_bytes and p.work_bytes >= min_work]
+    return statistics.median(rates) if rates else None
+
+
+def before_reading(spark: SparkSession, view: str, sizes: Sizes) -> Estimate | None:
+    """The estimate from the change's size alone, before it is read: an incremental refresh reads at
+    least the change, a full one every source file and every view file. None when a size is
+    unknown or the change is under WEIGH_CHANGE of the full refresh's work."""
+    if sizes.change is None or sizes.full is None or sizes.change < WEIGH_CHANGE * sizes.full:
+        return None
+    return replace(weigh(sizes.change, sizes.full, past(spark, view), _min_work(spark)), at_least=True)
+
+
+def planned(spark: SparkSession, view: str, query: str, incremental: tuple[str | None, str], sizes: Sizes) -> Estimate:
+    """The estimate of a refresh of `view` (its `query` over its sources) whose rest reads the source
+    query and the view query of `incremental` (no source query: combined from the view's rows),
+    planned in one query (mv_scan_bytes), against a full refresh (`sizes`; planned too when a
+    size is unknown); the view's newest refreshes turn bytes into seconds."""
+    source, view_part = _planned_bytes(spark, list(incremental))
+    full = sizes.full if sizes.full is not None else full_work(spark, query, view)
+    found = weigh(source + 2 * view_part, full, past(spark, view), _min_work(spark))
+    return replace(found, small_change=sizes.small_change)
+
+
+def full_work(spark: SparkSession, query: str, view: str) -> int:
+    """The work of a full refresh of `view` (`query` over every source file, every view file matched)."""
+    source, view_bytes = _planned_bytes(spark, [query, f"SELECT * FROM {view}"])
+    return source + 2 * view_bytes
+
+
+def _planned_bytes(spark: SparkSession, queries: list[str | None]) -> list[int]:
+    """The bytes each query would read (0 for None), in one query of the extension's mv_scan_bytes."""
+    texts = [q for q in queries if q is not None]
+    read = dict(spark.sql(f"SELECT query, bytes FROM mv_scan_bytes({', '.join(map(sql_string, texts))})").collect())
+    positions = iter(range(len(texts)))
+    return [read[next(positions)] if q is not None else 0 for q in queries]
+
+
+def _min_work(spark: SparkSession) -> int:
+    value = spark.conf.get(MIN_WORK_SETTING, None)
+    if value is None:
+        return MIN_WORK
+    if not value.strip().isdigit():
+        raise errors.invalid_setting(MIN_WORK_SETTING, value, "a whole number of bytes")
+    return int(value)
+
+
+def past(spark: SparkSession, view: str) -> list[Past]:
+    """The view's newest refreshes that recorded their work."""
+    rows = history.of_view(spark, view, newest=PAST_REFRESHES).select("technique", "work_bytes", "duration_s").collect()
+    return [Past(r.technique, r.work_bytes, r.duration_s) for r in rows if r.work_bytes]

@@ -1,0 +1,121 @@
+"""REFRESH POLICY AUTO weighs an incremental refresh against a full one (mv/estimate.py) and runs
+the cheaper, with its own reason (FULL_CHEAPER); EXPLAIN shows the estimate and writes nothing.
+
+Oracles: the view's query recomputed in full, and a twin view under REFRESH POLICY INCREMENTAL,
+which never switches.
+"""
+import pytest
+
+from mv.estimate import MB, Past, weigh
+from mv.settings import session_settings
+
+SOURCE = "est_bids"
+QUERY = (f"SELECT window_start, window_end, count(*) AS n, sum(v) AS total "
+         f"FROM TUMBLE(TABLE({SOURCE}), DESCRIPTOR(ts), INTERVAL '10' MINUTES) GROUP BY window_start, window_end")
+VIEWS = {"est_auto": "AUTO", "est_incremental": "INCREMENTAL"}
+ROWS_PER_WINDOW = 2000
+
+
+def test_without_large_enough_past_refreshes_the_bytes_decide():
+    small = [Past("full", MB, 2.0), Past("incremental", MB // 2, 1.0)]  # under 8 MB: mostly fixed costs
+    assert weigh(300 * MB, 200 * MB, small).cheaper == "full"
+    assert weigh(100 * MB, 200 * MB, small).cheaper == "incremental"
+    assert weigh(100 * MB, 200 * MB, small).full_s is None
+
+
+def test_past_refreshes_give_each_technique_its_seconds_per_byte():
+    past = [Past("full", 1000 * MB, 30.0), Past("incremental", 100 * MB, 6.0), Past("incremental", 200 * MB, 12.0)]
+    estimate = weigh(900 * MB, 1000 * MB, past)
+    assert (estimate.incremental_s, estimate.full_s, estimate.cheaper) == (54.0, 30.0, "full")
+    assert estimate.switches and "full is cheaper" in estimate.describe()
+
+
+def test_a_technique_not_yet_seen_takes_the_others_rate():
+    estimate = weigh(50 * MB, 1000 * MB, [Past("full", 1000 * MB, 30.0)])
+    assert (estimate.incremental_s, estimate.full_s, estimate.cheaper) == (1.5, 30.0, "incremental")
+
+
+def test_a_small_change_is_not_switched_whatever_the_estimate():
+    estimate = weigh(300 * MB, 200 * MB, [])
+    assert not type(estimate)(300 * MB, 200 * MB, small_change=True).switches and estimate.switches
+
+
+@pytest.fixture(scope="module")
+def views(spark):
+    """Three files of source rows, ten windows each, and the two views over them."""
+    spark.sql(f"DROP TABLE IF EXISTS {SOURCE}")
+    spark.sql(f"CREATE TABLE {SOURCE} (id BIGINT, v BIGINT, ts TIMESTAMP) USING delta "
+              "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+    per_file = 10 * ROWS_PER_WINDOW
+    for part in range(3):  # in time order: a window's rows are in one file
+        spark.range(part * per_file, (part + 1) * per_file, numPartitions=1).selectExpr(
+            "id", "id % 7 AS v", f"timestamp_seconds(1704067200 + id * 600 DIV {ROWS_PER_WINDOW}) AS ts") \
+            .write.insertInto(SOURCE)
+    for name, policy in VIEWS.items():
+        spark.sql(f"DROP MATERIALIZED VIEW IF EXISTS {name}")
+        spark.sql(f"CREATE MATERIALIZED VIEW {name} REFRESH POLICY {policy} AS {QUERY}").collect()
+    yield list(VIEWS)
+    for name in VIEWS:
+        spark.sql(f"DROP MATERIALIZED VIEW IF EXISTS {name}")
+    spark.sql(f"DROP TABLE IF EXISTS {SOURCE}")
+
+
+def refreshed(spark, view):
+    row = spark.sql(f"REFRESH MATERIALIZED VIEW {view}").first()
+    return row.technique, row.reason
+
+
+def explained(spark, view):
+    return dict(map(tuple, spark.sql(f"EXPLAIN MATERIALIZED VIEW {view}").collect()))
+
+
+def version(spark, table):
+    return spark.sql(f"SELECT version FROM mv_delta_tables('{table}')").first()[0]
+
+
+def latest(spark, view):
+    return spark.sql(f"SELECT technique, reason, work_bytes FROM mv_refresh_history('default', '{view}', '1')").first()
+
+
+def assert_views_equal_their_query(spark):
+    expected = sorted(spark.sql(QUERY).collect())
+    for view in VIEWS:
+        assert sorted(spark.sql(f"SELECT * FROM {view}").collect()) == expected, view
+
+
+def test_a_change_in_one_window_is_weighed_and_refreshed_incrementally(spark, views):
+    spark.sql(f"INSERT INTO {SOURCE} SELECT id, 1, timestamp_seconds(1704067200 + 60) FROM range(1000000, 1001000)")
+    before = version(spark, "est_auto")
+
+    plan = explained(spark, "est_auto")
+
+    assert (plan["technique"], plan["reason"]) == ("incremental", "CHANGES_ONLY")
+    assert plan["estimate"].startswith("incremental ") and "incremental is cheaper" in plan["estimate"]
+    assert version(spark, "est_auto") == before  # EXPLAIN wrote nothing
+    assert [refreshed(spark, view) for view in views] == [("incremental", "CHANGES_ONLY")] * 2
+    first_full = spark.sql("SELECT work_bytes FROM mv_refresh_history('default', 'est_auto')").first()[0]
+    assert first_full > 0 and latest(spark, "est_auto").work_bytes > 0  # both recorded what they did
+    assert_views_equal_their_query(spark)
+
+
+def test_a_change_larger_than_a_full_refresh_is_refreshed_in_full_under_auto(spark, views):
+    spark.sql(f"UPDATE {SOURCE} SET v = v + 1")  # every row: its change feed holds each row twice
+
+    plan = explained(spark, "est_auto")
+
+    assert (plan["technique"], plan["reason"]) == ("full", "FULL_CHEAPER")
+    assert "full is cheaper" in plan["estimate"]
+    assert explained(spark, "est_incremental")["technique"] == "incremental"  # its policy does not switch
+    assert [refreshed(spark, view) for view in views] == [("full", "FULL_CHEAPER"), ("incremental", "CHANGES_ONLY")]
+    assert latest(spark, "est_auto").work_bytes > 0
+    assert_views_equal_their_query(spark)
+
+
+def test_an_invalid_minimum_work_setting_fails_by_name(spark, views):
+    spark.sql(f"INSERT INTO {SOURCE} SELECT id, 1, timestamp_seconds(1704067200 + 60) FROM range(2000000, 2001000)")
+    before = version(spark, "est_auto")
+    with session_settings(spark, {"mv.estimate.minWorkBytes": "lots"}), \
+            pytest.raises(Exception, match="MV_INVALID_SETTING.*mv.estimate.minWorkBytes"):
+        spark.sql("REFRESH MATERIALIZED VIEW est_auto").collect()
+    assert version(spark, "est_auto") == before
+    assert refreshed(spark, "est_auto") == ("incremental", "CHANGES_ONLY")
