@@ -1,15 +1,6 @@
-"""The crash-safety test's source, views and checks (test_mv_exactly_once), and its refresh process.
-
-    python crash_job.py setup STEP   source + two identical views (killed, clean) + first batch,
-                                     then refresh `killed`, killed (kill -9) at STEP
-    python crash_job.py resume       refresh `killed` and `clean`, print their comparison
-Each process runs on the warehouse of MV_HOME, with Spark's default settings.
-"""
+"""The in-process crash-safety test's source, views and checks (test_mv_exactly_once): two
+identical views, `killed` (stopped at a kill point) and `clean` (its oracle)."""
 import json
-import os
-import sys
-
-import mv
 
 VIEW = """CREATE MATERIALIZED VIEW {name}
     WATERMARK FOR ts AS ts - INTERVAL '10' MINUTES EMIT ON WINDOW CLOSE
@@ -56,21 +47,3 @@ def compare(spark) -> dict:
         "history": rows(history.format("killed")),
         "view_rows": len(rows("SELECT * FROM killed")),
     }
-
-
-def main(step: str, *args: str) -> None:
-    spark = mv.session(conf={"spark.sql.shuffle.partitions": "2"})
-    if step == "setup":
-        setup(spark)
-        batch(spark, 1)
-        os.environ["MV_KILL_AT"] = args[0]  # the process dies there (mv.progress.checkpoint)
-        spark.sql("REFRESH MATERIALIZED VIEW killed").collect()
-        raise SystemExit(f"the refresh was not killed at {args[0]}")
-    for name in ("killed", "clean"):
-        spark.sql(f"REFRESH MATERIALIZED VIEW {name}").collect()
-    print(json.dumps(compare(spark)), flush=True)
-    spark.stop()
-
-
-if __name__ == "__main__":
-    main(*sys.argv[1:])
