@@ -209,10 +209,12 @@ def _weighed_before_reading(spark: SparkSession, view: View, info: QueryInfo, si
                             dry: bool) -> tuple[Plan, int | None]:
     """Under REFRESH POLICY AUTO, a full refresh (FULL_CHEAPER) when the change alone, before it is
     read, costs more (mv/estimate.py), with that refresh's work; else `chosen`. Only for windows'
-    incremental refreshes. EXPLAIN (`dry`) stops here when the refresh will not be incremental."""
+    incremental refreshes, and not under a watermark: a change read is where late rows are found
+    and kept (`<view>__late`), so such a view is weighed after reading it (window_refresh.weigh).
+    EXPLAIN (`dry`) stops here when the refresh will not be incremental."""
     auto = view.definition.policy == "AUTO"
-    upfront = estimate.before_reading(spark, view.name, sizes) \
-        if chosen.technique == "incremental" and by_windows(info) and (dry or auto) else None
+    weighed = chosen.technique == "incremental" and by_windows(info) and not view.definition.watermark_column
+    upfront = estimate.before_reading(spark, view.name, sizes) if weighed and (dry or auto) else None
     if upfront is not None and upfront.switches and auto:
         chosen = Plan("full", "FULL_CHEAPER")
     if dry and chosen.technique != "incremental":

@@ -13,6 +13,7 @@ SOURCE = "est_bids"
 QUERY = (f"SELECT window_start, window_end, count(*) AS n, sum(v) AS total "
          f"FROM TUMBLE(TABLE({SOURCE}), DESCRIPTOR(ts), INTERVAL '10' MINUTES) GROUP BY window_start, window_end")
 VIEWS = {"est_auto": "AUTO", "est_incremental": "INCREMENTAL"}
+WATERMARKED = "est_watermarked"  # AUTO, every window but the newest final: an update of old rows is late
 ROWS_PER_WINDOW = 2000
 
 
@@ -54,8 +55,11 @@ def views(spark):
     for name, policy in VIEWS.items():
         spark.sql(f"DROP MATERIALIZED VIEW IF EXISTS {name}")
         spark.sql(f"CREATE MATERIALIZED VIEW {name} REFRESH POLICY {policy} AS {QUERY}").collect()
+    spark.sql(f"DROP MATERIALIZED VIEW IF EXISTS {WATERMARKED}")
+    spark.sql(f"CREATE MATERIALIZED VIEW {WATERMARKED} WATERMARK FOR ts AS ts - INTERVAL '1' MINUTE "
+              f"AS {QUERY}").collect()
     yield list(VIEWS)
-    for name in VIEWS:
+    for name in [*VIEWS, WATERMARKED]:
         spark.sql(f"DROP MATERIALIZED VIEW IF EXISTS {name}")
     spark.sql(f"DROP TABLE IF EXISTS {SOURCE}")
 
@@ -111,7 +115,19 @@ def test_a_change_larger_than_a_full_refresh_is_refreshed_in_full_under_auto(spa
     assert_views_equal_their_query(spark)
 
 
+def test_a_view_with_a_watermark_reads_its_change_first_so_its_late_rows_are_kept(spark, views):
+    late_before = spark.sql(f"SELECT count(*) FROM {WATERMARKED}__late").first()[0] \
+        if spark.catalog.tableExists(f"{WATERMARKED}__late") else 0
+    spark.sql(f"UPDATE {SOURCE} SET v = v + 1")  # every row, most of them in final windows
+
+    row = spark.sql(f"REFRESH MATERIALIZED VIEW {WATERMARKED}").first()
+
+    assert row.late_rows > 0 and row.reason in ("CHANGES_ONLY", "FULL_CHEAPER")
+    assert spark.sql(f"SELECT count(*) FROM {WATERMARKED}__late").first()[0] == late_before + row.late_rows
+
+
 def test_an_invalid_minimum_work_setting_fails_by_name(spark, views):
+    refreshed(spark, "est_auto")  # what earlier tests changed
     spark.sql(f"INSERT INTO {SOURCE} SELECT id, 1, timestamp_seconds(1704067200 + 60) FROM range(2000000, 2001000)")
     before = version(spark, "est_auto")
     with session_settings(spark, {"mv.estimate.minWorkBytes": "lots"}), \
