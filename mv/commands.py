@@ -182,9 +182,10 @@ def explain(spark: SparkSession, statement: Explain) -> list[tuple]:
     weighed = refresh.estimated(spark, view.name) if previous is None and chosen.technique == "incremental" else None
     if weighed is not None and weighed.switches and view.definition.policy == "AUTO":
         chosen = plan.Plan("full", "FULL_CHEAPER")
+    unweighed = "none: nothing to weigh (no pending change, a full refresh, or not a window query)"
     return [("technique", chosen.technique), ("reason", chosen.reason), ("shape", info.shape),
             ("sources", ", ".join(info.source_tables)), ("row_key", ", ".join(info.group_by or [])),
-            ("estimate", weighed.describe() if weighed else "none: nothing to weigh (no pending change, a full refresh, or not a window query)")]
+            ("estimate", weighed.describe() if weighed else unweighed)]
 
 
 def _pretend_state(info):

@@ -96,14 +96,16 @@ def weigh(run: Run, affected, newly_closed, combining: bool) -> estimate.Estimat
     (mv/estimate.py); None when no estimate is wanted: another policy, nothing to write, or a change
     too small to need one (under SMALL_CHANGE of its sources' bytes). Asked only for it (EXPLAIN), it
     raises estimate.Estimated instead, before anything is written."""
-    if not run.dry and (run.view.definition.policy != "AUTO" or run.sizes.small_change or not (affected or newly_closed)):
+    writes_windows = bool(affected or newly_closed)
+    if not run.dry and (run.view.definition.policy != "AUTO" or run.sizes.small_change or not writes_windows):
         return None
-    if not (affected or newly_closed):
+    if not writes_windows:
         raise estimate.Estimated(None)
     end, t = quote(run.info.window_end), run.time_type
     written = kept_windows(run, window_ranges(run, affected, ""), newly_closed, end, t)
     closing = just_closed(end, newly_closed, t)  # combined windows are not read from the source; closing ones are
-    source = None if combining and not closing else f"SELECT * FROM ({run.query}) WHERE {closing if combining else written}"
+    read = closing if combining else written
+    source = f"SELECT * FROM ({run.query}) WHERE {read}" if read else None
     found = estimate.planned(run.spark, run.view.name, run.query,
                              (source, f"SELECT * FROM {run.view.name} WHERE {written}"), run.sizes)
     run.outcome.work_bytes = found.incremental_bytes + (run.sizes.change or 0)  # its rate covers the change too
