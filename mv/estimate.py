@@ -8,16 +8,20 @@ is the source files of the windows the changes touch (none when they are combine
 rows) and the view files holding those windows; in full, every source file and every view file.
 The change itself is read before the estimate: its cost is spent either way.
 
-Bytes become seconds with the view's own past refreshes (their `work_bytes` in the history): a
-technique's seconds per byte is the median over its newest refreshes that did at least MIN_WORK
-(below that, a refresh's time is mostly fixed costs); a technique never seen at that size takes
-the other's rate, and with neither the bytes decide. A scattered change that makes an incremental
-refresh as slow as a full one shows up in that rate after one such refresh.
+Bytes become seconds with the view's own past refreshes (their `work_bytes` in the history). A
+full refresh reads everything, so its time is its work at the median seconds per byte of the
+technique's newest refreshes that did at least MIN_WORK (below that, a refresh's time is mostly
+fixed costs). An incremental refresh has a fixed part however small its change (reading the
+change feed, late rows, the commit): the shortest of its newest refreshes, plus its work at the
+median rate of what they took beyond that. A technique never seen at MIN_WORK takes the other's
+rate; with no rate at all the bytes decide. A scattered change that makes an incremental refresh
+as slow as a full one shows up in that rate after one such refresh.
 
 Example:
-    >>> e = weigh(900 * MB, 1000 * MB, [Past("full", 1000 * MB, 30.0), Past("incremental", 100 * MB, 6.0)])
-    >>> e.incremental_s, e.full_s, e.cheaper
-    (54.0, 30.0, 'full')
+    >>> e = weigh(900 * MB, 1000 * MB, [Past("full", 1000 * MB, 30.0), Past("incremental", MB, 2.0),
+    ...                                 Past("incremental", 100 * MB, 8.0)])
+    >>> e.incremental_s, e.full_s, e.cheaper     # 2 s + 900 MB at 6 s per 100 MB; 30 s per 1000 MB
+    (56.0, 30.0, 'full')
 """
 from __future__ import annotations
 
@@ -44,9 +48,10 @@ SMALL_CHANGE = 0.01
 
 @dataclass(frozen=True)
 class Past:
-    """One earlier refresh of the view: its technique, the work it did (bytes) and its duration."""
+    """One earlier refresh of the view: its technique, the work it did (bytes; None when it was
+    not weighed) and its duration."""
     technique: str
-    work_bytes: int
+    work_bytes: int | None
     duration_s: float
 
 
@@ -124,20 +129,23 @@ class Estimated(Exception):
 
 
 def weigh(incremental_bytes: int, full_bytes: int, past: list[Past], min_work: int = MIN_WORK) -> Estimate:
-    """Both ways of doing the rest of a refresh, in bytes and, by the rates of `past` (refreshes of
-    at least `min_work` bytes), in seconds."""
-    rates = {t: _rate([p for p in past if p.technique == t], min_work) for t in ("incremental", "full")}
+    """Both ways of doing the rest of a refresh, in bytes and, by `past` (rates from refreshes of at
+    least `min_work` bytes; the incremental fixed part from all of its own), in seconds."""
+    incremental = [p for p in past if p.technique == "incremental"]
+    fixed = min((p.duration_s for p in incremental), default=0.0)
+    rates = {"incremental": _rate(incremental, min_work, fixed),
+             "full": _rate([p for p in past if p.technique == "full"], min_work, 0.0)}
     inc_rate = rates["incremental"] if rates["incremental"] is not None else rates["full"]
     full_rate = rates["full"] if rates["full"] is not None else rates["incremental"]
     if inc_rate is None:
         return Estimate(incremental_bytes, full_bytes)
-    return Estimate(incremental_bytes, full_bytes, round(incremental_bytes * inc_rate, 1),
+    return Estimate(incremental_bytes, full_bytes, round(fixed + incremental_bytes * inc_rate, 1),
                     round(full_bytes * full_rate, 1))
 
 
-def _rate(past: list[Past], min_work: int) -> float | None:
-    """Seconds per byte: the median over refreshes that did at least `min_work`."""
-    rates = [p.duration_s / p.work_bytes for p in past if p.work_bytes and p.work_bytes >= min_work]
+def _rate(past: list[Past], min_work: int, fixed: float) -> float | None:
+    """Seconds per byte beyond `fixed`: the median over refreshes that did at least `min_work`."""
+    rates = [max(0.0, p.duration_s - fixed) / p.work_bytes for p in past if p.work_bytes and p.work_bytes >= min_work]
     return statistics.median(rates) if rates else None
 
 
@@ -185,6 +193,6 @@ def _min_work(spark: SparkSession) -> int:
 
 
 def past(spark: SparkSession, view: str) -> list[Past]:
-    """The view's newest refreshes that recorded their work."""
+    """The view's newest refreshes."""
     rows = history.of_view(spark, view, newest=PAST_REFRESHES).select("technique", "work_bytes", "duration_s").collect()
-    return [Past(r.technique, r.work_bytes, r.duration_s) for r in rows if r.work_bytes]
+    return [Past(r.technique, r.work_bytes, r.duration_s) for r in rows]

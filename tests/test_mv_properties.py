@@ -378,7 +378,8 @@ class Example:
     def refresh(self, name: str | None = None) -> None:
         name = name or self.draw(st.sampled_from(sorted(self.views)), "view")
         outcome = mv.sql(self.spark, f"REFRESH MATERIALIZED VIEW {name}").first()
-        assert outcome.technique == self.views[name].technique, outcome
+        # AUTO may weigh a change of a few rows as costing more than the whole tiny view (FULL_CHEAPER)
+        assert outcome.technique == self.views[name].technique or outcome.reason == "FULL_CHEAPER", outcome
         if outcome.technique == "incremental":  # NO_CHANGES: no source commit since its last refresh
             assert outcome.reason in ("CHANGES_ONLY", "NO_CHANGES"), outcome
         self.check(name, outcome)

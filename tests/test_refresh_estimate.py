@@ -24,11 +24,18 @@ def test_without_large_enough_past_refreshes_the_bytes_decide():
     assert weigh(100 * MB, 200 * MB, small).full_s is None
 
 
-def test_past_refreshes_give_each_technique_its_seconds_per_byte():
-    past = [Past("full", 1000 * MB, 30.0), Past("incremental", 100 * MB, 6.0), Past("incremental", 200 * MB, 12.0)]
+def test_an_incremental_refresh_costs_its_fixed_part_plus_its_rate_beyond_it():
+    past = [Past("full", 1000 * MB, 30.0), Past("incremental", None, 2.0), Past("incremental", 100 * MB, 8.0)]
     estimate = weigh(900 * MB, 1000 * MB, past)
-    assert (estimate.incremental_s, estimate.full_s, estimate.cheaper) == (54.0, 30.0, "full")
+    assert (estimate.incremental_s, estimate.full_s, estimate.cheaper) == (56.0, 30.0, "full")  # 2 s + 900 x 0.06
     assert estimate.switches and "full is cheaper" in estimate.describe()
+
+
+def test_a_fixed_part_above_a_whole_full_refresh_makes_full_cheaper_for_a_small_change():
+    # Nexmark q7 at 10M bids: a full refresh of 1.7 s, incremental ones of 4.8-5.1 s whatever their size
+    past = [Past("full", 95 * MB, 1.7), Past("incremental", 9 * MB, 4.8), Past("incremental", 12 * MB, 5.1)]
+    estimate = weigh(8 * MB, 95 * MB, past)
+    assert (estimate.incremental_s, estimate.full_s, estimate.cheaper) == (4.9, 1.7, "full")
 
 
 def test_a_technique_not_yet_seen_takes_the_others_rate():
