@@ -135,7 +135,9 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
     # The view's version was read with its state (`found`); its sources' are read after it.
     known = {view.name: view.table} if view.table else {}
     wanted = [view.name, *info.source_tables, view.late_table]
-    after = previous.sources if previous else None  # sources' change bytes since then, for the estimate
+    # The sources' change bytes since then (read from their logs), only where an estimate may use them.
+    weighs = by_windows(info) and (dry or view.definition.policy == "AUTO")
+    after = previous.sources if previous and weighs else None
     tables = {**known, **delta_tables.lookup(spark, [t for t in wanted if t not in known], after)}
     view = replace(view, table_id=tables[view.name].id)
     pinned = pinned_targets(spark, view, refresh_id, late=tables[view.late_table].exists)

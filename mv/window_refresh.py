@@ -57,7 +57,7 @@ def touched(run: Run, changes: dict[str, str]) -> Touched:
 def refresh_windows(run: Run, changes: dict[str, str], first: Touched) -> tuple[RefreshState, writes.Write]:
     """Windows: each window function applied to its own source's changes gives the affected windows
     (`first`, from `touched`)."""
-    spark, d, t = run.spark, run.view.definition, run.time_type
+    spark, d = run.spark, run.view.definition
     windowed, windows, counts = first.windowed, first.windows, first.counts
     old_wm, grace = run.previous.watermark, interval_micros(spark, d.grace)
     max_event, new_wm = advanced(run, list(windows.values()))
@@ -87,7 +87,7 @@ def refresh_windows(run: Run, changes: dict[str, str], first: Touched) -> tuple[
         if combining:
             write = combine_windows(run, affected, newly_closed, next(iter(changes.values())))
         else:
-            write = merge_windows(run, affected, newly_closed, run.info.window_start, run.info.window_end, t)
+            write = merge_windows(run, affected, newly_closed)
     return state, write
 
 
@@ -164,10 +164,10 @@ def time_ranges(windows: list[tuple[int, int]], limit: int = MAX_RANGES) -> list
     return [(a, b) for a, b in ranges]
 
 
-def merge_windows(run: Run, affected, newly_closed, ws: str, we: str, t: str) -> writes.Write:
+def merge_windows(run: Run, affected, newly_closed) -> writes.Write:
     """Recompute the affected windows (and, for EMIT ON WINDOW CLOSE, those that just closed) and merge."""
-    spark = run.spark
-    start, end = quote(ws), quote(we)
+    spark, t = run.spark, run.time_type
+    start, end = quote(run.info.window_start), quote(run.info.window_end)
     if run.info.group_by is None:  # rows, not groups: replace whole time ranges of windows
         return writes.replace_rows(run, kept_windows(run, window_ranges(run, affected, "t."), newly_closed,
                                                      f"t.{end}", t))

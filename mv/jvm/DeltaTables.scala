@@ -111,15 +111,18 @@ object DeltaTables {
    */
   private def changeBytes(log: DeltaLog, after: Long, latest: Long): Option[Long] =
     if (after >= latest) Some(0L)
-    else Try(log.getChanges(after + 1).takeWhile(_._1 <= latest).map { case (_, actions) =>
-      val cdc = actions.collect { case c: AddCDCFile => c.size }
-      if (cdc.nonEmpty) Some(cdc.sum)
-      else {
-        val sizes = actions.collect { case a: AddFile if a.dataChange => Some(a.size)
-                                      case r: RemoveFile if r.dataChange => r.size }
-        if (sizes.forall(_.isDefined)) Some(sizes.flatten.sum) else None
-      }
-    }.toSeq).toOption.filter(_.size == latest - after).flatMap(v => if (v.forall(_.isDefined)) Some(v.flatten.sum) else None)
+    else Try(log.getChanges(after + 1).takeWhile(_._1 <= latest).map(_._2).toSeq).toOption
+      .filter(_.size == latest - after)  // no commit missing
+      .flatMap(commits => total(commits.map { actions =>
+        val cdc = actions.collect { case c: AddCDCFile => c.size }
+        if (cdc.nonEmpty) Some(cdc.sum)
+        else total(actions.collect { case a: AddFile if a.dataChange => Some(a.size)
+                                     case r: RemoveFile if r.dataChange => r.size })
+      }))
+
+  /** The sum of `sizes`, if every one is known. */
+  private def total(sizes: Seq[Option[Long]]): Option[Long] =
+    if (sizes.forall(_.isDefined)) Some(sizes.flatten.sum) else None
 
   /**
    * For a view: the first commit since its last refresh read it that changed its rows and is no
