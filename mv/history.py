@@ -6,8 +6,8 @@ its userMetadata saying what the refresh did, and the extension's `mv_refresh_hi
 those commits back, one row per refresh (columns: docs/statements.md, "history"; the duration ends at the
 commit). It needs no write of its own, so a refresh that committed always has its history row,
 and it reaches back as far as Delta keeps the view's log (delta.logRetentionDuration).
-Late rows are appended with Delta transaction ids (one app id per view and part, the refresh id
-as version), so writing them twice writes once.
+Late rows are appended by the extension's commit (mv/jvm/LateRowsCommit.scala), once per refresh
+and part: the late table's properties say which was appended last, so writing them twice writes once.
 
 Example:
     >>> spark.sql("SELECT refresh_id, technique, reason FROM mv_refresh_history WHERE view = 'hourly'")
@@ -15,14 +15,20 @@ Example:
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from mv import errors
 from mv.catalog import View
+from mv.delta_tables import Table
 from mv.query import sql_string
 from mv.settings import session_settings
 from mv.state import USER_METADATA
+
+if TYPE_CHECKING:  # mv.run imports mv.estimate, which reads the history
+    from mv.run import Run
 
 
 
@@ -43,54 +49,63 @@ def _incarnation(spark: SparkSession, view: View) -> str:
     return spark.sql(f"DESCRIBE DETAIL {view.name}").first()["id"]
 
 
-def _append(spark: SparkSession, frame: DataFrame, table: str, note: str, app_id: str, version: int,
-            **options: str) -> None:
-    """Append `frame` to the Delta table `table` (created if absent) at most once per (`app_id`,
-    `version`), its commit's userMetadata `note`. The note goes in as the session setting: the
-    writer's userMetadata option reaches appends but not the commit that creates the table."""
-    writer = frame.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", version)
-    for key, value in options.items():
-        writer = writer.option(key, value)
-    with session_settings(spark, {USER_METADATA: note, ENGINE_WRITE: "true"}):  # past the read-only rule
-        writer.saveAsTable(table)
-
-
 LATE_KEY = "mv_late"
 ENGINE_WRITE = "mv.internal.engineWrite"  # ReadOnlyViews.scala lets this session's writes into views' tables pass
+# LateRowsCommit.scala's table properties: the newest refresh and part appended, and its note.
+LATE_WRITTEN, LATE_NOTE = "mv.late.written", "mv.late.note"
 
 
-def write_late_rows(spark: SparkSession, view: View, late: DataFrame, refresh_id: int,
-                    targets: dict[str, int], part: int = 0) -> None:
+def write_late_rows(run: Run, late: DataFrame, part: int = 0) -> None:
     """Append the changes in `late` to <view>__late, once per refresh and part (the caller counts
-    them). The commit's userMetadata names the refresh and its source versions (pinned_targets)."""
+    them), by the extension's commit (mv/jvm/LateRowsCommit.scala), which also records the
+    refresh and its source versions (pinned_targets) in the table's properties."""
+    spark, view, refresh_id = run.spark, run.view, run.outcome.refresh_id
     late = (late.withColumnRenamed("__sign", "_change_sign")
             .withColumn("refresh_id", F.lit(refresh_id))
-            .withColumn("target_versions", F.lit(json.dumps(targets, sort_keys=True)))
+            .withColumn("target_versions", F.lit(json.dumps(run.targets, sort_keys=True)))
             .withColumn("detected_at", F.current_timestamp()))
     table_id = _incarnation(spark, view)
-    note = json.dumps({LATE_KEY: {"table_id": table_id, "refresh_id": refresh_id, "targets": targets}},
+    note = json.dumps({LATE_KEY: {"table_id": table_id, "refresh_id": refresh_id, "targets": run.targets}},
                       sort_keys=True)
-    _append(spark, late, view.late_table, note, f"mv-late:{table_id}:{part}", refresh_id, mergeSchema="true")
+    rows = run.temp_view(late, f"late_{part}")
+    if not spark.catalog.tableExists(view.late_table):
+        _create_late_table(spark, view.late_table, rows)
+    spec = {"table": view.late_table, "rows": rows, "refresh_id": refresh_id, "part": part, "note": note,
+            "legacy_app_id": f"mv-late:{table_id}:{part}"}
+    with session_settings(spark, {USER_METADATA: note}):
+        row = spark.sql(f"MV_COMMIT_LATE_ROWS {sql_string(json.dumps(spec))}").first()
+    if row.status == "conflict":  # a concurrent refresh of the view appended first
+        raise errors.concurrent_refresh(view.name)
 
 
-def pinned_targets(spark: SparkSession, view: View, refresh_id: int, late: bool | None = None) -> dict[str, int] | None:
+def _create_late_table(spark: SparkSession, table: str, rows: str) -> None:
+    """The late table, empty, with the columns of the temporary view `rows`: nothing appended yet."""
+    with session_settings(spark, {ENGINE_WRITE: "true"}):  # past the read-only rule
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {table} USING delta "
+                  f"TBLPROPERTIES ('{LATE_WRITTEN}' = '0:-1') AS SELECT * FROM {rows} WHERE false")
+
+
+def pinned_targets(spark: SparkSession, view: View, refresh_id: int, late: Table) -> dict[str, int] | None:
     """Source versions an earlier, interrupted attempt at this refresh wrote late rows for.
 
     Only this view's refreshes write its late table, and an attempt that died before its commit
-    left refresh `refresh_id` the next one: its late rows, if any, are the table's newest commit.
-    That commit's userMetadata says so without reading the table; the table is queried only when
-    the newest commit carries no such note (written before notes were kept). `late`: whether the
-    late table exists, if known.
+    left refresh `refresh_id` the next one: its late rows, if any, are the table's newest append,
+    whose note the table's properties keep (`late`, as mv_delta_tables read it). A late table
+    written before that property says so in its newest commit's userMetadata, or in its rows.
     """
-    if not (late if late is not None else spark.catalog.tableExists(view.late_table)):
+    if not late.exists:
         return None
-    newest = spark.sql(f"DESCRIBE HISTORY {view.late_table} LIMIT 1").first()
-    note = _late_note(newest.userMetadata if newest else None)
-    if note is not None:
-        mine = note["refresh_id"] == refresh_id and note["table_id"] == _incarnation(spark, view)
-        return note["targets"] if mine else None
-    row = spark.table(view.late_table).where(F.col("refresh_id") == refresh_id).select("target_versions").first()
-    return json.loads(row[0]) if row else None
+    note = _late_note(late.properties.get(LATE_NOTE))
+    if note is None and LATE_WRITTEN not in late.properties:  # written before the properties were kept
+        newest = spark.sql(f"DESCRIBE HISTORY {view.late_table} LIMIT 1").first()
+        note = _late_note(newest.userMetadata if newest else None)
+        if note is None:
+            row = spark.table(view.late_table).where(F.col("refresh_id") == refresh_id).select("target_versions").first()
+            return json.loads(row[0]) if row else None
+    if note is None:  # created, nothing appended yet
+        return None
+    mine = note["refresh_id"] == refresh_id and note["table_id"] == _incarnation(spark, view)
+    return note["targets"] if mine else None
 
 
 def _late_note(user_metadata: str | None) -> dict | None:

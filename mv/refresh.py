@@ -140,7 +140,7 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
     after = previous.sources if previous and weighs else None
     tables = {**known, **delta_tables.lookup(spark, [t for t in wanted if t not in known], after)}
     view = replace(view, table_id=tables[view.name].id)
-    pinned = pinned_targets(spark, view, refresh_id, late=tables[view.late_table].exists)
+    pinned = pinned_targets(spark, view, refresh_id, tables[view.late_table])
     targets = pinned or {s: tables[s].version for s in info.source_tables}
     chosen = _chosen(spark, view, info, found, full, tables[view.name].changed_outside)
     if chosen.technique == "incremental" and any(v < previous.sources.get(s, -1) for s, v in targets.items()):

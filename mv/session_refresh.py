@@ -114,7 +114,7 @@ def session_watermark(run: Run, changes: str) -> tuple[RefreshState, str]:
     grace = interval_micros(run.spark, d.grace)
     on_time, late_view, late, latest = session_lateness.split(run, changes, previous.watermark, grace)
     if late:
-        write_late_rows(run.spark, run.view, run.spark.table(late_view), run.outcome.refresh_id, run.targets)
+        write_late_rows(run, run.spark.table(late_view))
         run.outcome.late_rows += late
     progress.checkpoint("late_rows_written")
     return RefreshState(run.outcome.refresh_id, dict(run.targets), *advanced(run, [latest])), on_time

@@ -77,7 +77,7 @@ def refresh_windows(run: Run, changes: dict[str, str], first: Touched) -> tuple[
         count = sum(n for (part, _, e), n in counts.items() if part == i and watermark.is_final(e, old_wm, grace))
         if count:
             late = spark.sql(f"SELECT * EXCEPT (__ws, __we, __t) FROM {name} WHERE __we + {grace} <= {old_wm}")
-            write_late_rows(spark, run.view, late, run.outcome.refresh_id, run.targets, i)
+            write_late_rows(run, late, i)
             run.outcome.late_rows += count
     progress.checkpoint("late_rows_written")
     if weighed is not None and weighed.switches:  # late rows are written first: a full refresh leaves them out

@@ -1,6 +1,7 @@
 """Refreshes that meet trouble: a concurrent refresh, a change feed that is gone, a source whose
 schema no longer fits the query. Each ends in a clear error or a recorded fallback, never a
 wrong view."""
+import json
 import threading
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 import mv
 from mv import progress
 from mv.errors import MvError
+from mv.query import sql_string
 
 QUERY = """SELECT item, window_start, window_end, count(*) AS n, sum(price) AS total
     FROM TUMBLE(TABLE({source}), DESCRIPTOR(ts), INTERVAL '10' MINUTES) GROUP BY item, window_start, window_end"""
@@ -192,3 +194,31 @@ def test_a_view_whose_state_is_gone_refreshes_in_full_once_and_never_loops(spark
     # The history is the view's commits: refresh `last` went with the cleaned-up log, the rest are there once.
     history = rows(spark, f"SELECT refresh_id, count(*) FROM mv_refresh_history WHERE view = '{view}' GROUP BY 1")
     assert history == [(last + 1, 1), (last + 2, 1)]
+
+
+def test_late_rows_are_appended_once_per_refresh_and_part_even_in_a_late_table_of_the_transaction_id_days(spark):
+    """MV_COMMIT_LATE_ROWS (mv/jvm/LateRowsCommit.scala) appends a refresh's part once: its table's
+    `mv.late.written` says what was appended last; a late table without it (written with Delta
+    transaction ids before) is checked by the transaction id the engine used then."""
+    table = "rel_legacy_late"
+    spark.sql(f"DROP TABLE IF EXISTS {table}")
+    spark.sql("SELECT 1 AS id, 7 AS refresh_id").write.format("delta").option("txnAppId", "mv-late:x:0") \
+        .option("txnVersion", 7).saveAsTable(table)
+    spark.sql("SELECT 2 AS id, 'new' AS extra").createOrReplaceTempView("rel_late_rows")
+
+    def commit(refresh_id: int, part: int) -> str:
+        spec = {"table": table, "rows": "rel_late_rows", "refresh_id": refresh_id, "part": part, "note": "{}",
+                "legacy_app_id": f"mv-late:x:{part}"}
+        return spark.sql(f"MV_COMMIT_LATE_ROWS {sql_string(json.dumps(spec))}").first().status
+
+    try:
+        assert commit(7, 0) == "written"            # the transaction id says refresh 7's part 0 is in
+        assert commit(7, 1) == "committed"          # its part 1 is not
+        assert commit(7, 1) == "written"            # now the property says so
+        assert commit(7, 0) == "written"
+        assert commit(8, 0) == "committed"
+        assert rows(spark, f"SELECT id, refresh_id, extra FROM {table}") == [
+            (1, 7, None), (2, None, "new"), (2, None, "new")]  # a part's new column joins the table's
+        assert dict(spark.sql(f"SHOW TBLPROPERTIES {table}").collect())["mv.late.written"] == "8:0"
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {table}")

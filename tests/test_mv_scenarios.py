@@ -427,8 +427,11 @@ def test_a_row_later_than_grace_goes_to_the_late_table_and_is_counted(spark, giv
     recorded = spark.sql(f"SELECT late_rows FROM mv_refresh_history WHERE view = '{view}' "
                          f"AND refresh_id = {outcome.refresh_id}").first()
     assert recorded.late_rows == 1
-    # The commit that created the late table names the refresh that wrote it: a rerun of an
-    # interrupted refresh finds its source versions there without reading the table.
+    # The late table's properties name the refresh that appended last and its source versions: a
+    # rerun of an interrupted refresh reads to those, and appends nothing twice. Its commit says so too.
+    properties = dict(spark.sql(f"SHOW TBLPROPERTIES {view}__late").collect())
+    assert properties["mv.late.written"] == f"{outcome.refresh_id}:0"
+    assert json.loads(properties["mv.late.note"])["mv_late"]["refresh_id"] == outcome.refresh_id
     note = spark.sql(f"DESCRIBE HISTORY {view}__late LIMIT 1").first().userMetadata
     assert json.loads(note)["mv_late"]["refresh_id"] == outcome.refresh_id
 

@@ -32,10 +32,13 @@ import org.apache.spark.sql.types.{DataType, StructType}
  */
 class WindowSqlParser(delegate: ParserInterface) extends ParserInterface {
 
-  override def parsePlan(sqlText: String): LogicalPlan =
+  override def parsePlan(sqlText: String): LogicalPlan = {
+    def literal(text: String): String = delegate.parseExpression(text).eval().toString
     MaterializedViewStatements.parse(sqlText)
-      .orElse(RefreshCommit.parse(sqlText, literal => delegate.parseExpression(literal).eval().toString))
+      .orElse(RefreshCommit.parse(sqlText, literal))
+      .orElse(LateRowsCommit.parse(sqlText, literal))
       .getOrElse(DeltaTables.asTableFunction(parseWindowed(sqlText, delegate.parsePlan)))
+  }
 
   /**
    * A query alone, as Spark parses a view's text when the view is read: bound like a statement's,
