@@ -188,23 +188,25 @@ object DeltaTables {
   }
 
   /**
-   * The commits' CommitInfos, oldest first. The newest `commits` are read from their files in the
-   * driver (as the change feed's bytes are): Delta's getHistory lists them in a Spark job, 0.1-0.3 s
-   * on two cores for the ten commits a refresh's estimate reads. All of them, or newest commits
-   * that log cleanup removed, through getHistory.
+   * The commits' CommitInfos (all, or the newest `commits`), oldest first, read from their files
+   * in the driver (as the change feed's bytes are): Delta's getHistory lists them in a Spark job,
+   * 0.1-0.3 s on two cores for the ten or twenty commits a refresh's estimate reads. More than
+   * ReadInDriver commits, or commits that log cleanup removed, are listed by getHistory.
    */
   private def commitInfos(view: CatalogTable, log: DeltaLog, commits: Option[Int]): Seq[Commit] = {
-    def all: Seq[Commit] = log.history.getHistory(commits, Some(view)).reverse
+    def listed: Seq[Commit] = log.history.getHistory(commits, Some(view)).reverse
       .map(c => Commit(c.timestamp, c.userMetadata, c.operationMetrics))
-    commits.fold(all) { n =>
-      val newest = log.unsafeVolatileSnapshot.version
-      val first = math.max(0L, newest - n + 1)
-      Try(log.getChanges(first).takeWhile(_._1 <= newest).toSeq).toOption
-        .filter(found => found.map(_._1) == (first to newest))  // no commit missing
-        .map(_.flatMap(_._2.collectFirst { case c: CommitInfo => Commit(c.timestamp, c.userMetadata, c.operationMetrics) }))
-        .getOrElse(all)
-    }
+    val newest = log.unsafeVolatileSnapshot.version
+    val first = math.max(0L, newest + 1 - commits.fold(newest + 1)(_.toLong))
+    if (newest - first >= ReadInDriver) listed
+    else Try(log.getChanges(first).takeWhile(_._1 <= newest).toSeq).toOption
+      .filter(found => found.map(_._1) == (first to newest))  // none removed by log cleanup
+      .map(_.flatMap(_._2.collectFirst { case c: CommitInfo => Commit(c.timestamp, c.userMetadata, c.operationMetrics) }))
+      .getOrElse(listed)
   }
+
+  /** Commits read one by one in the driver, at most; more are listed by getHistory's Spark job. */
+  private val ReadInDriver = 100
 
   /** What the history reads of a commit. */
   private case class Commit(timestamp: Timestamp, userMetadata: Option[String], operationMetrics: Option[Map[String, String]])
