@@ -4,6 +4,7 @@ exactly those Delta's own scan returns, only fewer files are opened and no Spark
 
 Oracle: the same query in a session with `mv.smallTableScans=false`, where Delta plans the scan.
 """
+import uuid
 from datetime import date, datetime, timedelta
 
 import pytest
@@ -142,3 +143,46 @@ def test_any_comparison_of_columns_with_constants_returns_what_delta_returns(del
                                                                             events, condition):
     query = f"SELECT * FROM {events} WHERE {condition}"
     assert rows(checksum_session, query) == rows(delta_session, query)
+
+
+def planning_jobs(session, query) -> int:
+    """The Spark jobs that planning `query` ran (Delta's "Filtering files for query", a listing)."""
+    context = session.sparkContext
+    group = f"planning-{uuid.uuid4().hex}"
+    context.setJobGroup(group, "plan only")
+    try:
+        session.sql(query)._jdf.queryExecution().executedPlan()
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    return len(context.statusTracker().getJobIdsForGroup(group))
+
+
+def test_a_table_of_more_files_than_its_checksum_lists_is_listed_once_then_kept_up_to_date_in_the_driver(
+        spark, delta_session):
+    """Over 50 files, Delta's checksum lists none: mv/jvm/FileLists.scala lists the table once and
+    applies each later commit (appends, a DELETE's rewrites, OPTIMIZE) from the log; every version,
+    older ones too, returns exactly Delta's rows."""
+    table = "sds_many"
+    spark.sql(f"DROP TABLE IF EXISTS {table}")
+    spark.sql(f"CREATE TABLE {table} (id BIGINT, ts TIMESTAMP) USING delta")
+    spark.range(0, 6000, 1, 60).selectExpr("id", "TIMESTAMP'2024-01-01 00:00:00' + make_interval(0, 0, 0, 0, 0, 0, id)") \
+        .toDF("id", "ts").write.insertInto(table)                       # version 1: 60 files in time order
+    query = f"SELECT * FROM {table} WHERE ts >= TIMESTAMP'2024-01-01 01:30:00'"
+    try:
+        assert "ChecksumFileIndex" in file_index(spark.sql(query))     # listed by one job, then kept
+        assert files_read(spark.sql(query)) < 60
+        assert rows(spark, query) == rows(delta_session, query)
+        changes = [f"INSERT INTO {table} SELECT id, TIMESTAMP'2024-01-01 03:00:00' + make_interval(0, 0, 0, 0, 0, 0, id)"
+                   f" FROM range(6000, 6100)",
+                   f"DELETE FROM {table} WHERE id % 100 = 7",             # rewrites every file
+                   f"UPDATE {table} SET id = id + 1000000 WHERE id BETWEEN 5000 AND 5050",
+                   f"OPTIMIZE {table}"]
+        for change in changes:
+            spark.sql(change)
+            assert planning_jobs(spark, query) == 0, change            # the new commit read from the log
+            assert "ChecksumFileIndex" in file_index(spark.sql(query)), change
+            assert rows(spark, query) == rows(delta_session, query), change
+        older = f"SELECT * FROM {table} VERSION AS OF 2 WHERE id >= 5990"
+        assert rows(spark, older) == rows(delta_session, older)
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {table}")

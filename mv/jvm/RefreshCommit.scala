@@ -216,7 +216,7 @@ object RefreshCommit extends DeltaCommand {
    * and no state reconstruction, where Delta's data skipping costs three jobs.
    */
   private def viewFiles(txn: OptimisticTransaction, filter: Option[Expression]): Seq[AddFile] =
-    SmallDeltaScans.listed(txn.snapshot) match {
+    SmallDeltaScans.listed(txn.snapshot, seed = true) match {
       case Some(files) =>
         filter.map(f => txn.trackReadPredicates(Seq(f))).getOrElse(txn.readWholeTable())
         val read = SmallDeltaScans.skipped(files, filter.toSeq)

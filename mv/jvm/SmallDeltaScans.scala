@@ -23,10 +23,11 @@ import org.apache.spark.sql.types.{ByteType, DataType, DateType, IntegerType, Lo
 
 /**
  * A scan of a small Delta table takes its files from the list Delta keeps in the table's checksum
- * file (`allFiles`, written with every commit for tables of up to 50 files) and skips files by
- * their min/max statistics in the driver, instead of Delta's scan planning, which rebuilds the
- * table's state and filters its files in Spark jobs: 0.3-1 s for the first query after a commit
- * on two cores, however small the table. A refresh reads its sources and its view this way, and
+ * file (`allFiles`, written with every commit for tables of up to 50 files), or for a table of
+ * more files from the list the driver keeps of it (FileLists), and skips files by their min/max
+ * statistics in the driver, instead of Delta's scan planning, which rebuilds the table's state
+ * and filters its files in Spark jobs: 0.3-1 s for the first query after a commit on two cores,
+ * however small the table. A refresh reads its sources and its view this way, and
  * its commit lists the view's files the same way (RefreshCommit); so does any query in a session
  * with the extension, unless `mv.smallTableScans` is set to false. docs/design.md, "The path of a
  * refresh".
@@ -35,7 +36,7 @@ import org.apache.spark.sql.types.{ByteType, DataType, DateType, IntegerType, Lo
  * comparison of a column with a constant (integers, dates, timestamps), or an AND / OR of such;
  * every other condition keeps the file. Filters stay in the plan above the scan, so the rows a
  * query returns are the same; only which files are opened changes. Tables with deletion vectors
- * or column mapping, larger tables and versions without a checksum are left to Delta. Inside a
+ * or column mapping, tables over MaxBytes and versions without a checksum are left to Delta. Inside a
  * Delta transaction on the same table (a MERGE's or the refresh's commit), the transaction's
  * snapshot is read and the whole table counts as read for its conflict checks.
  *
@@ -64,7 +65,7 @@ object SmallDeltaScans extends Rule[LogicalPlan] {
     val active = OptimisticTransaction.getActive().filter(_.deltaLog.isSameLogAs(index.deltaLog))
       .filterNot(_ => index.isTimeTravelQuery)
     val snapshot = active.map(_.snapshot).getOrElse(index.getSnapshot)
-    listed(snapshot).map { files =>
+    listed(snapshot, seed = true).map { files =>
       active.foreach(_.readWholeTable())
       val checksum = new ChecksumFileIndex(fs.sparkSession, files, index.deltaLog, index.path, snapshot)
       relation.copy(relation = fs.copy(location = checksum)(fs.sparkSession))
@@ -78,11 +79,17 @@ object SmallDeltaScans extends Rule[LogicalPlan] {
     DataFrameUtils.ofRows(spark, LogicalRelation(log.buildHadoopFsRelationWithFileIndex(snapshot, index, None)))
   }
 
-  /** The snapshot's files from its checksum, when it lists them all, is small, and uses neither
-   *  deletion vectors nor column mapping (whose statistics are keyed by physical names). */
-  def listed(snapshot: Snapshot): Option[Seq[AddFile]] =
-    snapshot.checksumOpt.filter(crc => crc.tableSizeBytes <= MaxBytes && snapshot.metadata.columnMappingMode == NoMapping)
+  /** The snapshot's files, known without a Spark job: from its checksum, when it lists them all,
+   *  or else from the list the driver keeps of a larger table (FileLists; listed now, by one job,
+   *  when `seed`). Only tables of up to MaxBytes that use neither deletion vectors nor column
+   *  mapping (whose statistics are keyed by physical names). */
+  def listed(snapshot: Snapshot, seed: Boolean = false): Option[Seq[AddFile]] = {
+    val fromChecksum = snapshot.checksumOpt
+      .filter(crc => crc.tableSizeBytes <= MaxBytes && snapshot.metadata.columnMappingMode == NoMapping)
       .flatMap(crc => crc.allFiles.filter(files => files.size == crc.numFiles && files.forall(_.deletionVector == null)))
+    fromChecksum.foreach(FileLists.remember(snapshot, _))  // its later versions then advance from it
+    fromChecksum.orElse(FileLists.of(snapshot, seed))
+  }
 
   /** `files` less those whose statistics prove no row meets all of `filters`. */
   def skipped(files: Seq[AddFile], filters: Seq[Expression]): Seq[AddFile] =
