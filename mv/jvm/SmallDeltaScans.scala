@@ -9,7 +9,8 @@ import scala.util.control.NonFatal
 import com.fasterxml.jackson.databind.{JsonNode, ObjectMapper}
 
 import org.apache.spark.sql.catalyst.expressions.{And, Attribute, EqualTo, Expression, GreaterThan,
-  GreaterThanOrEqual, LessThan, LessThanOrEqual, Literal, Or}
+  GreaterThanOrEqual, IsNotNull, LessThan, LessThanOrEqual, Literal, Or}
+import org.apache.spark.sql.catalyst.planning.PhysicalOperation
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
 import org.apache.spark.sql.catalyst.rules.Rule
 import org.apache.spark.sql.DataFrame
@@ -51,21 +52,29 @@ object SmallDeltaScans extends Rule[LogicalPlan] {
 
   override def apply(plan: LogicalPlan): LogicalPlan =
     if (!SQLConf.get.getConfString(Enabled, "true").toBoolean) plan
-    else plan.transformUp {
-      case relation: LogicalRelation => relation.relation match {
-        case fs @ HadoopFsRelation(index: TahoeLogFileIndex, _, _, _, _, _) if index.partitionFilters.isEmpty =>
-          try read(relation, fs, index) catch {  // another Delta build (a vendor's): Delta plans the scan
-            case _: LinkageError | NonFatal(_) => relation
-          }
-        case _ => relation
+    else {
+      // Scans under a filter this rule cannot judge: a table of more files than its checksum lists
+      // is left to Delta there, whose data skipping may open fewer files.
+      val undecided = plan.collect {
+        case PhysicalOperation(_, filters, r: LogicalRelation) if !filters.forall(judged) => r.output.map(_.exprId)
+      }.toSet
+      plan.transformUp {
+        case relation: LogicalRelation => relation.relation match {
+          case fs @ HadoopFsRelation(index: TahoeLogFileIndex, _, _, _, _, _) if index.partitionFilters.isEmpty =>
+            try read(relation, fs, index, largeToo = !undecided.contains(relation.output.map(_.exprId))) catch {
+              case _: LinkageError | NonFatal(_) => relation  // another Delta build (a vendor's): Delta plans the scan
+            }
+          case _ => relation
+        }
       }
     }
 
-  private def read(relation: LogicalRelation, fs: HadoopFsRelation, index: TahoeLogFileIndex): LogicalRelation = {
+  private def read(relation: LogicalRelation, fs: HadoopFsRelation, index: TahoeLogFileIndex,
+      largeToo: Boolean): LogicalRelation = {
     val active = OptimisticTransaction.getActive().filter(_.deltaLog.isSameLogAs(index.deltaLog))
       .filterNot(_ => index.isTimeTravelQuery)
     val snapshot = active.map(_.snapshot).getOrElse(index.getSnapshot)
-    listed(snapshot, seed = true).map { files =>
+    (if (largeToo) listed(snapshot, seed = true) else checksumListed(snapshot)).map { files =>
       active.foreach(_.readWholeTable())
       val checksum = new ChecksumFileIndex(fs.sparkSession, files, index.deltaLog, index.path, snapshot)
       relation.copy(relation = fs.copy(location = checksum)(fs.sparkSession))
@@ -83,12 +92,31 @@ object SmallDeltaScans extends Rule[LogicalPlan] {
    *  or else from the list the driver keeps of a larger table (FileLists; listed now, by one job,
    *  when `seed`). Only tables of up to MaxBytes that use neither deletion vectors nor column
    *  mapping (whose statistics are keyed by physical names). */
-  def listed(snapshot: Snapshot, seed: Boolean = false): Option[Seq[AddFile]] = {
-    val fromChecksum = snapshot.checksumOpt
+  def listed(snapshot: Snapshot, seed: Boolean = false): Option[Seq[AddFile]] =
+    checksumListed(snapshot).orElse(FileLists.of(snapshot, seed))
+
+  private def checksumListed(snapshot: Snapshot): Option[Seq[AddFile]] = {
+    val files = snapshot.checksumOpt
       .filter(crc => crc.tableSizeBytes <= MaxBytes && snapshot.metadata.columnMappingMode == NoMapping)
       .flatMap(crc => crc.allFiles.filter(files => files.size == crc.numFiles && files.forall(_.deletionVector == null)))
-    fromChecksum.foreach(FileLists.remember(snapshot, _))  // its later versions then advance from it
-    fromChecksum.orElse(FileLists.of(snapshot, seed))
+    files.foreach(FileLists.remember(snapshot, _))  // its later versions then advance from it
+    files
+  }
+
+  /** Whether every part of `condition` is one `skipped` judges by statistics as Delta would (a
+   *  comparison of a column with a constant it orders, under AND / OR), or one Delta does not
+   *  skip by either (IS NOT NULL, which the optimizer adds for comparisons). */
+  private def judged(condition: Expression): Boolean = condition match {
+    case And(left, right) => judged(left) && judged(right)
+    case Or(left, right) => judged(left) && judged(right)
+    case _: IsNotNull | Literal(true, _) => true
+    case c @ (_: EqualTo | _: LessThan | _: LessThanOrEqual | _: GreaterThan | _: GreaterThanOrEqual) =>
+      (c.children.head, c.children(1)) match {
+        case (a: Attribute, Literal(v, _)) => ordinal(v, a.dataType).isDefined
+        case (Literal(v, _), a: Attribute) => ordinal(v, a.dataType).isDefined
+        case _ => false
+      }
+    case _ => false
   }
 
   /** `files` less those whose statistics prove no row meets all of `filters`. */
