@@ -2,10 +2,10 @@ package io.mvengine
 
 import com.fasterxml.jackson.databind.ObjectMapper
 
-import org.apache.spark.sql.{Column, DataFrame, Row, SaveMode}
-import org.apache.spark.sql.catalyst.expressions.{Attribute, AttributeReference}
+import org.apache.spark.sql.{DataFrame, Row, SaveMode}
+import org.apache.spark.sql.catalyst.expressions.Attribute
 import org.apache.spark.sql.classic.SparkSession
-import org.apache.spark.sql.delta.{DeltaLog, DeltaOperations, OptimisticTransaction}
+import org.apache.spark.sql.delta.{DeltaOperations, OptimisticTransaction}
 import org.apache.spark.sql.delta.actions.AddFile
 import org.apache.spark.sql.delta.schema.SchemaMergingUtils
 import org.apache.spark.sql.execution.command.LeafRunnableCommand
@@ -52,33 +52,26 @@ object LateRowsCommit {
   }
 
   case class LateRowsCommand(spec: Spec) extends LeafRunnableCommand {
-    override val output: Seq[Attribute] = Seq("status" -> StringType, "version" -> LongType, "num_rows" -> LongType)
-      .map { case (name, dataType) => AttributeReference(name, dataType, nullable = false)() }
+    override val output: Seq[Attribute] =
+      RefreshCommit.resultColumns("status" -> StringType, "version" -> LongType, "num_rows" -> LongType)
 
     override def run(session: org.apache.spark.sql.SparkSession): Seq[Row] =
       LateRowsCommit.run(session.asInstanceOf[SparkSession], spec)
   }
 
-  def run(spark: SparkSession, spec: Spec): Seq[Row] = {
-    val table = DeltaTables.catalogTable(spark, spec.table)
-    val log = DeltaLog.forTable(spark, table)
-    try {
-      log.withNewTransaction(Some(table)) { txn =>
-        if (written(txn, spec)) Seq(Row("written", txn.readVersion, 0L))  // a rerun of this refresh: appended once
-        else {
-          val data = spark.table(spec.rows)
-          val schema = SchemaMergingUtils.mergeSchemas(txn.metadata.schema, nullable(data.schema).asInstanceOf[StructType])
-          txn.updateMetadata(txn.metadata.copy(schemaString = schema.json, configuration = txn.metadata.configuration
-            ++ Map(WrittenProperty -> s"${spec.refreshId}:${spec.part}", NoteProperty -> spec.note)))
-          val actions = txn.writeFiles(aligned(data, schema))
-          val version = txn.commit(actions, DeltaOperations.Write(SaveMode.Append))
-          Seq(Row("committed", version, actions.collect { case a: AddFile => a.numLogicalRecords.getOrElse(0L) }.sum))
-        }
+  def run(spark: SparkSession, spec: Spec): Seq[Row] =
+    RefreshCommit.inTransaction(spark, spec.table, Seq(Row("conflict", -1L, 0L))) { (txn, _) =>
+      if (written(txn, spec)) Seq(Row("written", txn.readVersion, 0L))  // a rerun of this refresh: appended once
+      else {
+        val data = spark.table(spec.rows)
+        val schema = SchemaMergingUtils.mergeSchemas(txn.metadata.schema, nullable(data.schema).asInstanceOf[StructType])
+        txn.updateMetadata(txn.metadata.copy(schemaString = schema.json, configuration = txn.metadata.configuration
+          ++ Map(WrittenProperty -> s"${spec.refreshId}:${spec.part}", NoteProperty -> spec.note)))
+        val actions = txn.writeFiles(aligned(data, schema))
+        val version = txn.commit(actions, DeltaOperations.Write(SaveMode.Append))
+        Seq(Row("committed", version, actions.collect { case a: AddFile => a.numLogicalRecords.getOrElse(0L) }.sum))
       }
-    } catch {
-      case _: java.util.ConcurrentModificationException => Seq(Row("conflict", -1L, 0L))
     }
-  }
 
   /** Whether this refresh's part is appended already: the property, or on an older table its transaction id. */
   private def written(txn: OptimisticTransaction, spec: Spec): Boolean =

@@ -16,7 +16,7 @@ import org.apache.spark.sql.execution.command.LeafRunnableCommand
 import org.apache.spark.sql.execution.metric.{SQLMetric, SQLMetrics}
 import org.apache.spark.sql.functions.{array, col, count, explode, expr, input_file_name, lit, struct, when}
 import org.apache.spark.storage.StorageLevel
-import org.apache.spark.sql.types.{LongType, StringType}
+import org.apache.spark.sql.types.{DataType, LongType, StringType}
 
 /**
  * The one Delta commit of a refresh: the view's new rows and its refresh state together, the state
@@ -69,30 +69,38 @@ object RefreshCommit extends DeltaCommand {
   }
 
   case class RefreshCommitCommand(spec: Spec) extends LeafRunnableCommand {
-    override val output: Seq[Attribute] = Seq("status" -> StringType, "version" -> LongType,
+    override val output: Seq[Attribute] = resultColumns("status" -> StringType, "version" -> LongType,
       "num_inserted_rows" -> LongType, "num_updated_rows" -> LongType, "num_deleted_rows" -> LongType)
-      .map { case (name, dataType) => AttributeReference(name, dataType, nullable = false)() }
 
     override def run(session: org.apache.spark.sql.SparkSession): Seq[Row] =
       RefreshCommit.run(session.asInstanceOf[SparkSession], spec)
   }
 
-  def run(spark: SparkSession, spec: Spec): Seq[Row] = {
-    val table = DeltaTables.catalogTable(spark, spec.view)
-    val log = DeltaLog.forTable(spark, table)
-    try {
-      log.withNewTransaction(Some(table)) { txn =>
-        if (txn.metadata.configuration.get(RefreshIdProperty) != spec.expected) {
-          Seq(Row("conflict", txn.readVersion, 0L, 0L, 0L))  // another refresh committed since this one started
-        } else {
-          txn.updateMetadata(txn.metadata.copy(configuration = txn.metadata.configuration ++ Map(
-            RefreshIdProperty -> spec.refreshId.toString, StateProperty -> spec.state,
-            ReadVersionProperty -> txn.readVersion.toString)))
-          commit(spark, spec, txn, log)
-        }
+  def run(spark: SparkSession, spec: Spec): Seq[Row] =
+    inTransaction(spark, spec.view, Seq(Row("conflict", -1L, 0L, 0L, 0L))) { (txn, log) =>
+      if (txn.metadata.configuration.get(RefreshIdProperty) != spec.expected) {
+        Seq(Row("conflict", txn.readVersion, 0L, 0L, 0L))  // another refresh committed since this one started
+      } else {
+        txn.updateMetadata(txn.metadata.copy(configuration = txn.metadata.configuration ++ Map(
+          RefreshIdProperty -> spec.refreshId.toString, StateProperty -> spec.state,
+          ReadVersionProperty -> txn.readVersion.toString)))
+        commit(spark, spec, txn, log)
       }
-    } catch {
-      case _: java.util.ConcurrentModificationException => Seq(Row("conflict", -1L, 0L, 0L, 0L))
+    }
+
+  /** An internal statement's result columns, none of them nullable. */
+  def resultColumns(columns: (String, DataType)*): Seq[Attribute] =
+    columns.map { case (name, dataType) => AttributeReference(name, dataType, nullable = false)() }
+
+  /** `body` in a Delta transaction on the catalog table `name`; `conflict` when Delta fails the
+   *  commit because a concurrent one changed what it read (its metadata, its files). */
+  def inTransaction(spark: SparkSession, name: String, conflict: => Seq[Row])(
+      body: (OptimisticTransaction, DeltaLog) => Seq[Row]): Seq[Row] = {
+    val table = DeltaTables.catalogTable(spark, name)
+    val log = DeltaLog.forTable(spark, table)
+    try log.withNewTransaction(Some(table))(txn => body(txn, log))
+    catch {
+      case _: java.util.ConcurrentModificationException => conflict
     }
   }
 
