@@ -111,14 +111,17 @@ object DeltaTables {
    */
   private def changeBytes(log: DeltaLog, after: Long, latest: Long): Option[Long] =
     if (after >= latest) Some(0L)
-    else Try(log.getChanges(after + 1).takeWhile(_._1 <= latest).map(_._2).toSeq).toOption
-      .filter(_.size == latest - after)  // no commit missing
-      .flatMap(commits => total(commits.map { actions =>
+    else commits(log, after + 1, latest).flatMap(found => total(found.map { case (_, actions) =>
         val cdc = actions.collect { case c: AddCDCFile => c.size }
         if (cdc.nonEmpty) Some(cdc.sum)
         else total(actions.collect { case a: AddFile if a.dataChange => Some(a.size)
                                      case r: RemoveFile if r.dataChange => r.size })
       }))
+
+  /** The log's commits `first` to `last`, read from their files in the driver; None when one of
+   *  them is no longer in the log (log cleanup removed it). */
+  def commits(log: DeltaLog, first: Long, last: Long): Option[Seq[(Long, Seq[Action])]] =
+    Try(log.getChanges(first).takeWhile(_._1 <= last).toSeq).toOption.filter(_.map(_._1) == (first to last))
 
   /** The sum of `sizes`, if every one is known. */
   private def total(sizes: Seq[Option[Long]]): Option[Long] =
@@ -199,8 +202,7 @@ object DeltaTables {
     val newest = log.unsafeVolatileSnapshot.version
     val first = math.max(0L, newest + 1 - commits.fold(newest + 1)(_.toLong))
     if (newest - first >= ReadInDriver) listed
-    else Try(log.getChanges(first).takeWhile(_._1 <= newest).toSeq).toOption
-      .filter(found => found.map(_._1) == (first to newest))  // none removed by log cleanup
+    else DeltaTables.commits(log, first, newest)
       .map(_.flatMap(_._2.collectFirst { case c: CommitInfo => Commit(c.timestamp, c.userMetadata, c.operationMetrics) }))
       .getOrElse(listed)
   }

@@ -62,13 +62,16 @@ object FileLists {
     }
 
   /** Keep a list read elsewhere (a checksum's), so the table's next versions advance from it. */
-  def remember(snapshot: Snapshot, files: Seq[AddFile]): Unit =
-    if (eligible(snapshot)) {
+  def remember(snapshot: Snapshot, files: Seq[AddFile]): Unit = {
+    val key = snapshot.deltaLog.logPath.toString
+    def newer: Boolean = Option(kept.get(key)).forall(_.version < snapshot.version)
+    // Every scan of a small table passes here: the list is keyed only when it is kept.
+    if (synchronized(newer) && eligible(snapshot)) {
       val canonical = canonicalizer(snapshot)
       val l = Listed(snapshot.metadata.id, snapshot.version, files.map(f => canonical(f.path) -> f).toMap)
-      val key = snapshot.deltaLog.logPath.toString
-      synchronized(if (Option(kept.get(key)).forall(_.version < l.version)) kept.put(key, l))
+      synchronized(if (newer) kept.put(key, l))
     }
+  }
 
   private def eligible(snapshot: Snapshot): Boolean =
     snapshot.version >= 0 && snapshot.metadata.columnMappingMode == NoMapping &&
@@ -81,8 +84,8 @@ object FileLists {
     else if (snapshot.version - l.version > MaxCommits) None
     else Try {
       val canonical = canonicalizer(snapshot)
-      val commits = snapshot.deltaLog.getChanges(l.version + 1).takeWhile(_._1 <= snapshot.version).toSeq
-      require(commits.map(_._1) == (l.version + 1 to snapshot.version), "a commit is missing")
+      val commits = DeltaTables.commits(snapshot.deltaLog, l.version + 1, snapshot.version)
+        .getOrElse(throw new IllegalStateException("a commit is missing"))
       val files = commits.flatMap(_._2).foldLeft(l.files) {
         case (_, add: AddFile) if add.deletionVector != null => throw new IllegalStateException("deletion vector")
         case (files, add: AddFile) => files + (canonical(add.path) -> add.copy(dataChange = false))

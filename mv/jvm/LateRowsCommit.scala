@@ -6,7 +6,6 @@ import org.apache.spark.sql.{DataFrame, Row, SaveMode}
 import org.apache.spark.sql.catalyst.expressions.Attribute
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.delta.{DeltaOperations, OptimisticTransaction}
-import org.apache.spark.sql.delta.actions.AddFile
 import org.apache.spark.sql.delta.schema.SchemaMergingUtils
 import org.apache.spark.sql.execution.command.LeafRunnableCommand
 import org.apache.spark.sql.functions.{col, lit}
@@ -69,7 +68,7 @@ object LateRowsCommit {
           ++ Map(WrittenProperty -> s"${spec.refreshId}:${spec.part}", NoteProperty -> spec.note)))
         val actions = txn.writeFiles(aligned(data, schema))
         val version = txn.commit(actions, DeltaOperations.Write(SaveMode.Append))
-        Seq(Row("committed", version, actions.collect { case a: AddFile => a.numLogicalRecords.getOrElse(0L) }.sum))
+        Seq(Row("committed", version, RefreshCommit.appended(actions)))
       }
     }
 
@@ -84,11 +83,9 @@ object LateRowsCommit {
   private def aligned(data: DataFrame, schema: StructType): DataFrame = {
     val present = data.columns.map(c => c.toLowerCase -> c).toMap
     data.select(schema.fields.toSeq.map { f =>
-      present.get(f.name.toLowerCase).map(c => col(quoted(c))).getOrElse(lit(null).cast(f.dataType)).as(f.name)
+      present.get(f.name.toLowerCase).map(c => col(RefreshCommit.quoted(c))).getOrElse(lit(null).cast(f.dataType)).as(f.name)
     }: _*)
   }
-
-  private def quoted(name: String): String = "`" + name.replace("`", "``") + "`"
 
   /** A table's columns are nullable, as Delta's own writes make them. */
   private def nullable(dataType: DataType): DataType = dataType match {

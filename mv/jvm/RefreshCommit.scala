@@ -129,10 +129,11 @@ object RefreshCommit extends DeltaCommand {
   private def rows(spark: SparkSession, spec: Spec, txn: OptimisticTransaction): DataFrame =
     spark.table(spec.rows.get).select(txn.metadata.schema.fieldNames.map(c => col(quoted(c))): _*)
 
-  private def appended(actions: Seq[Action]): Long =
+  /** The rows `actions` add. */
+  def appended(actions: Seq[Action]): Long =
     actions.collect { case a: AddFile => a.numLogicalRecords.getOrElse(0L) }.sum
 
-  private def quoted(name: String): String = "`" + name.replace("`", "``") + "`"
+  def quoted(name: String): String = "`" + name.replace("`", "``") + "`"
 
   /** The rows a merge writes per file, at most: a file per this many rows written. A later merge
    *  rewrites every file holding a row it changes, kept rows included (no deletion vectors), so

@@ -110,13 +110,22 @@ object SmallDeltaScans extends Rule[LogicalPlan] {
     case And(left, right) => judged(left) && judged(right)
     case Or(left, right) => judged(left) && judged(right)
     case _: IsNotNull | Literal(true, _) => true
-    case c @ (_: EqualTo | _: LessThan | _: LessThanOrEqual | _: GreaterThan | _: GreaterThanOrEqual) =>
-      (c.children.head, c.children(1)) match {
-        case (a: Attribute, Literal(v, _)) => ordinal(v, a.dataType).isDefined
-        case (Literal(v, _), a: Attribute) => ordinal(v, a.dataType).isDefined
-        case _ => false
-      }
+    case ColumnVsConstant(_, a, v, _) => ordinal(v, a.dataType).isDefined
     case _ => false
+  }
+
+  /** A comparison (=, <, <=, >, >=) of a column with a constant, either way round: the comparison,
+   *  the column, the constant, and whether the constant stands first (`5 < id`). */
+  private object ColumnVsConstant {
+    def unapply(e: Expression): Option[(Expression, Attribute, Any, Boolean)] = e match {
+      case c @ (_: EqualTo | _: LessThan | _: LessThanOrEqual | _: GreaterThan | _: GreaterThanOrEqual) =>
+        (c.children.head, c.children(1)) match {
+          case (a: Attribute, Literal(v, _)) => Some((c, a, v, false))
+          case (Literal(v, _), a: Attribute) => Some((c, a, v, true))
+          case _ => None
+        }
+      case _ => None
+    }
   }
 
   /** `files` less those whose statistics prove no row meets all of `filters`. */
@@ -128,13 +137,7 @@ object SmallDeltaScans extends Rule[LogicalPlan] {
   private def mayMatch(condition: Expression, stats: FileStats): Boolean = condition match {
     case And(left, right) => mayMatch(left, stats) && mayMatch(right, stats)
     case Or(left, right) => mayMatch(left, stats) || mayMatch(right, stats)
-    case c @ (_: EqualTo | _: LessThan | _: LessThanOrEqual | _: GreaterThan | _: GreaterThanOrEqual) =>
-      val (left, right) = (c.children.head, c.children(1))
-      (left, right) match {
-        case (a: Attribute, Literal(v, _)) => compare(c, a, v, flipped = false, stats)
-        case (Literal(v, _), a: Attribute) => compare(c, a, v, flipped = true, stats)
-        case _ => true
-      }
+    case ColumnVsConstant(c, a, v, flipped) => compare(c, a, v, flipped, stats)
     case _ => true
   }
 
