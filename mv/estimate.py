@@ -13,9 +13,10 @@ full refresh reads everything, so its time is its work at the median seconds per
 technique's newest refreshes that did at least MIN_WORK (below that, a refresh's time is mostly
 fixed costs). An incremental refresh has a fixed part however small its change (reading the
 change feed, late rows, the commit): the shortest of its newest refreshes, plus its work at the
-median rate of what they took beyond that. A technique never seen at MIN_WORK takes the other's
-rate; with no rate at all the bytes decide. A scattered change that makes an incremental refresh
-as slow as a full one shows up in that rate after one such refresh.
+median rate of what they took beyond that. Weighed after the change was read, the part of that
+fixed cost the refresh already spent is not counted again. A technique never seen at MIN_WORK
+takes the other's rate; with no rate at all the bytes decide. A scattered change that makes an
+incremental refresh as slow as a full one shows up in that rate after one such refresh.
 
 Example:
     >>> e = weigh(900 * MB, 1000 * MB, [Past("full", 1000 * MB, 30.0), Past("incremental", MB, 2.0),
@@ -128,9 +129,11 @@ class Estimated(Exception):
         self.estimate = estimate
 
 
-def weigh(incremental_bytes: int, full_bytes: int, past: list[Past], min_work: int = MIN_WORK) -> Estimate:
+def weigh(incremental_bytes: int, full_bytes: int, past: list[Past], min_work: int = MIN_WORK,
+          spent: float = 0.0) -> Estimate:
     """Both ways of doing the rest of a refresh, in bytes and, by `past` (rates from refreshes of at
-    least `min_work` bytes; the incremental fixed part from all of its own), in seconds."""
+    least `min_work` bytes; the incremental fixed part from all of its own, less the `spent` seconds
+    this refresh already took), in seconds."""
     incremental = [p for p in past if p.technique == "incremental"]
     fixed = min((p.duration_s for p in incremental), default=0.0)
     rates = {"incremental": _rate(incremental, min_work, fixed),
@@ -139,7 +142,7 @@ def weigh(incremental_bytes: int, full_bytes: int, past: list[Past], min_work: i
     full_rate = rates["full"] if rates["full"] is not None else rates["incremental"]
     if inc_rate is None:
         return Estimate(incremental_bytes, full_bytes)
-    return Estimate(incremental_bytes, full_bytes, round(fixed + incremental_bytes * inc_rate, 1),
+    return Estimate(incremental_bytes, full_bytes, round(max(0.0, fixed - spent) + incremental_bytes * inc_rate, 1),
                     round(full_bytes * full_rate, 1))
 
 
@@ -158,14 +161,16 @@ def before_reading(spark: SparkSession, view: str, sizes: Sizes) -> Estimate | N
     return replace(weigh(sizes.change, sizes.full, past(spark, view), _min_work(spark)), at_least=True)
 
 
-def planned(spark: SparkSession, view: str, query: str, incremental: tuple[str | None, str], sizes: Sizes) -> Estimate:
+def planned(spark: SparkSession, view: str, query: str, incremental: tuple[str | None, str], sizes: Sizes,
+            spent: float) -> Estimate:
     """The estimate of a refresh of `view` (its `query` over its sources) whose rest reads the source
     query and the view query of `incremental` (no source query: combined from the view's rows),
     planned in one query (mv_scan_bytes), against a full refresh (`sizes`; planned too when a
-    size is unknown); the view's newest refreshes turn bytes into seconds."""
+    size is unknown); the view's newest refreshes turn bytes into seconds, less the `spent` seconds
+    the refresh took so far (its change read)."""
     source, view_part = _planned_bytes(spark, list(incremental))
     full = sizes.full if sizes.full is not None else full_work(spark, query, view)
-    found = weigh(source + 2 * view_part, full, past(spark, view), _min_work(spark))
+    found = weigh(source + 2 * view_part, full, past(spark, view), _min_work(spark), spent)
     return replace(found, small_change=sizes.small_change)
 
 

@@ -9,6 +9,7 @@ Example:
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
@@ -107,7 +108,8 @@ def weigh(run: Run, affected, newly_closed, combining: bool) -> estimate.Estimat
     read = closing if combining else written
     source = f"SELECT * FROM ({run.query}) WHERE {read}" if read else None
     found = estimate.planned(run.spark, run.view.name, run.query,
-                             (source, f"SELECT * FROM {run.view.name} WHERE {written}"), run.sizes)
+                             (source, f"SELECT * FROM {run.view.name} WHERE {written}"), run.sizes,
+                             spent=time.time() - run.outcome.started_at)
     run.outcome.work_bytes = found.incremental_bytes + (run.sizes.change or 0)  # its rate covers the change too
     if run.dry:
         raise estimate.Estimated(found)

@@ -38,6 +38,14 @@ def test_a_fixed_part_above_a_whole_full_refresh_makes_full_cheaper_for_a_small_
     assert (estimate.incremental_s, estimate.full_s, estimate.cheaper) == (4.9, 1.7, "full")
 
 
+def test_the_fixed_part_already_spent_reading_the_change_is_not_counted_again():
+    # Nexmark q7 at 1M bids: 2.4 s of each incremental refresh is fixed, 2.2 s of it spent before weighing
+    past = [Past("full", 95 * MB, 1.7), Past("incremental", 9 * MB, 2.4), Past("incremental", 12 * MB, 2.6)]
+    estimate = weigh(8 * MB, 95 * MB, past, spent=2.2)
+    assert (estimate.incremental_s, estimate.full_s, estimate.cheaper) == (0.3, 1.7, "incremental")  # 0.2 s left + 8 MB
+    assert weigh(8 * MB, 95 * MB, past, spent=9.0).incremental_s == 0.1  # none left: the rate alone
+
+
 def test_a_technique_not_yet_seen_takes_the_others_rate():
     estimate = weigh(50 * MB, 1000 * MB, [Past("full", 1000 * MB, 30.0)])
     assert (estimate.incremental_s, estimate.full_s, estimate.cheaper) == (1.5, 30.0, "incremental")
