@@ -19,10 +19,11 @@ import org.apache.spark.sql.delta.actions.{AddFile, Metadata, RemoveFile}
  * Spark job over its state, the first time a scan asks (`seed`); from then on each new version
  * costs the driver a read of its commit files.
  *
- * Only tables of up to MaxFiles files and SmallDeltaScans.MaxBytes bytes, without deletion
- * vectors or column mapping, whose checksum says how many files they hold; anything else is
- * left to Delta. A table whose id changed (replaced), a commit no longer in the log, or more than
- * MaxCommits commits to read list the table again. Paths are compared as Delta's log replay
+ * Only tables of up to MaxFiles files and SmallDeltaScans.MaxBytes bytes, without column
+ * mapping, whose checksum says how many files they hold; anything else is left to Delta. A file
+ * with a deletion vector is kept with it, and the scan skips its deleted rows as Delta's does. A
+ * table whose id changed (replaced), a commit no longer in the log, or more than MaxCommits
+ * commits to read list the table again. Paths are compared as Delta's log replay
  * compares them (DeltaLog's path canonicalization), so a file removed by a later commit is gone
  * however its path was written.
  *
@@ -54,7 +55,7 @@ object FileLists {
         .flatMap(advanced(snapshot, _))
         .orElse(if (seed) Some(listed(snapshot)) else None)
       found.map { l =>
-        synchronized(if (Option(kept.get(key)).forall(_.version <= l.version)) kept.put(key, l))
+        synchronized(if (replaces(key, l.tableId, l.version, orEqual = true)) kept.put(key, l))
         l.files.values.toSeq
       }
     } catch {
@@ -64,7 +65,7 @@ object FileLists {
   /** Keep a list read elsewhere (a checksum's), so the table's next versions advance from it. */
   def remember(snapshot: Snapshot, files: Seq[AddFile]): Unit = {
     val key = snapshot.deltaLog.logPath.toString
-    def newer: Boolean = Option(kept.get(key)).forall(_.version < snapshot.version)
+    def newer: Boolean = replaces(key, snapshot.metadata.id, snapshot.version, orEqual = false)
     // Every scan of a small table passes here: the list is keyed only when it is kept.
     if (synchronized(newer) && eligible(snapshot)) {
       val canonical = canonicalizer(snapshot)
@@ -73,12 +74,18 @@ object FileLists {
     }
   }
 
+  /** Whether a list of the table `tableId` at `version` should replace the one kept under `key`:
+   *  none kept, an older version, or another table at the same place (dropped and created again,
+   *  whose versions start anew). */
+  private def replaces(key: String, tableId: String, version: Long, orEqual: Boolean): Boolean =
+    Option(kept.get(key)).forall(l => l.tableId != tableId || l.version < version || (orEqual && l.version == version))
+
   private def eligible(snapshot: Snapshot): Boolean =
     snapshot.version >= 0 && snapshot.metadata.columnMappingMode == NoMapping &&
       snapshot.checksumOpt.exists(crc => crc.numFiles <= MaxFiles && crc.tableSizeBytes <= SmallDeltaScans.MaxBytes)
 
   /** `l` brought to the snapshot's version by the commits after it; None when that cannot be done
-   *  exactly (a commit missing, a deletion vector, a change of column mapping). */
+   *  exactly (a commit missing, a change of column mapping). */
   private def advanced(snapshot: Snapshot, l: Listed): Option[Listed] =
     if (l.version == snapshot.version) Some(l)
     else if (snapshot.version - l.version > MaxCommits) None
@@ -86,12 +93,13 @@ object FileLists {
       val canonical = canonicalizer(snapshot)
       val commits = DeltaTables.commits(snapshot.deltaLog, l.version + 1, snapshot.version)
         .getOrElse(throw new IllegalStateException("a commit is missing"))
-      val files = commits.flatMap(_._2).foldLeft(l.files) {
-        case (_, add: AddFile) if add.deletionVector != null => throw new IllegalStateException("deletion vector")
-        case (files, add: AddFile) => files + (canonical(add.path) -> add.copy(dataChange = false))
-        case (files, remove: RemoveFile) => files - canonical(remove.path)
-        case (_, m: Metadata) if m.columnMappingMode != NoMapping => throw new IllegalStateException("column mapping")
-        case (files, _) => files
+      // A commit that gives a file a deletion vector removes it and adds it again: removes first.
+      val files = commits.map(_._2).foldLeft(l.files) { (files, actions) =>
+        if (actions.exists { case m: Metadata => m.columnMappingMode != NoMapping; case _ => false }) {
+          throw new IllegalStateException("column mapping")
+        }
+        val removed = files -- actions.collect { case remove: RemoveFile => canonical(remove.path) }
+        removed ++ actions.collect { case add: AddFile => canonical(add.path) -> add.copy(dataChange = false) }
       }
       Listed(l.tableId, snapshot.version, files)
     }.toOption
@@ -99,7 +107,6 @@ object FileLists {
   /** Every file of the snapshot, by one Spark job over its state. */
   private def listed(snapshot: Snapshot): Listed = {
     val files = snapshot.allFiles.collect().toSeq
-    require(files.forall(_.deletionVector == null), "deletion vectors")
     val canonical = canonicalizer(snapshot)
     Listed(snapshot.metadata.id, snapshot.version, files.map(f => canonical(f.path) -> f).toMap)
   }
