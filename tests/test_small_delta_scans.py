@@ -89,15 +89,16 @@ def test_a_timestamp_the_statistics_truncated_to_milliseconds_still_finds_its_ro
         spark.sql("DROP TABLE IF EXISTS sds_micros")
 
 
-def test_a_table_with_deletion_vectors_is_left_to_delta(spark, checksum_session):
+def test_a_table_with_deletion_vectors_is_read_from_its_checksum_without_its_deleted_rows(spark, delta_session):
     spark.sql("DROP TABLE IF EXISTS sds_deleted")
     spark.sql("CREATE TABLE sds_deleted (id BIGINT) USING delta TBLPROPERTIES (delta.enableDeletionVectors = true)")
     spark.sql("INSERT INTO sds_deleted SELECT id FROM range(10)")
     spark.sql("DELETE FROM sds_deleted WHERE id = 4")
+    spark.sql("DELETE FROM sds_deleted WHERE id > 7")                  # the file's deletion vector grows
     try:
-        frame = checksum_session.sql("SELECT * FROM sds_deleted")
-        assert "ChecksumFileIndex" not in file_index(frame)
-        assert rows(checksum_session, "SELECT * FROM sds_deleted") == [(i,) for i in range(10) if i != 4]
+        query = "SELECT * FROM sds_deleted WHERE id >= 2"
+        assert "ChecksumFileIndex" in file_index(spark.sql(query))
+        assert rows(spark, query) == rows(delta_session, query) == [(i,) for i in (2, 3, 5, 6, 7)]
     finally:
         spark.sql("DROP TABLE IF EXISTS sds_deleted")
 
@@ -157,14 +158,16 @@ def planning_jobs(session, query) -> int:
     return len(context.statusTracker().getJobIdsForGroup(group))
 
 
+@pytest.mark.parametrize("deletion_vectors", [False, True])
 def test_a_table_of_more_files_than_its_checksum_lists_is_listed_once_then_kept_up_to_date_in_the_driver(
-        spark, delta_session):
+        spark, delta_session, deletion_vectors):
     """Over 50 files, Delta's checksum lists none: mv/jvm/FileLists.scala lists the table once and
-    applies each later commit (appends, a DELETE's rewrites, OPTIMIZE) from the log; every version,
-    older ones too, returns exactly Delta's rows."""
+    applies each later commit (appends, a DELETE's rewrites or deletion vectors, OPTIMIZE) from the
+    log; every version, older ones too, returns exactly Delta's rows."""
     table = "sds_many"
     spark.sql(f"DROP TABLE IF EXISTS {table}")
-    spark.sql(f"CREATE TABLE {table} (id BIGINT, ts TIMESTAMP) USING delta")
+    spark.sql(f"CREATE TABLE {table} (id BIGINT, ts TIMESTAMP) USING delta "
+              f"TBLPROPERTIES (delta.enableDeletionVectors = {str(deletion_vectors).lower()})")
     spark.range(0, 6000, 1, 60).selectExpr("id", "TIMESTAMP'2024-01-01 00:00:00' + make_interval(0, 0, 0, 0, 0, 0, id)") \
         .toDF("id", "ts").write.insertInto(table)                       # version 1: 60 files in time order
     query = f"SELECT * FROM {table} WHERE ts >= TIMESTAMP'2024-01-01 01:30:00'"
@@ -178,7 +181,7 @@ def test_a_table_of_more_files_than_its_checksum_lists_is_listed_once_then_kept_
         assert rows(spark, unjudged) == rows(delta_session, unjudged)
         changes = [f"INSERT INTO {table} SELECT id, TIMESTAMP'2024-01-01 03:00:00' + make_interval(0, 0, 0, 0, 0, 0, id)"
                    f" FROM range(6000, 6100)",
-                   f"DELETE FROM {table} WHERE id % 100 = 7",             # rewrites every file
+                   f"DELETE FROM {table} WHERE id % 100 = 7",             # rewrites or marks every file
                    f"UPDATE {table} SET id = id + 1000000 WHERE id BETWEEN 5000 AND 5050",
                    f"OPTIMIZE {table}"]
         for change in changes:

@@ -44,10 +44,10 @@ object LocalMerge {
   val BytesPerRow = 256L
 
   /** The merged rows, as RefreshCommit's `classified` frame, and its rows per (action, file). */
-  case class Classified(rows: DataFrame, perFile: Seq[(String, Option[String], Long, Long)])
+  case class Classified(rows: DataFrame, perFile: Seq[RefreshCommit.FileRows])
 
   /**
-   * `target`: the view's candidate rows with `__file`; `targetRows`: their count by statistics,
+   * `target`: the view's candidate rows with `__file` and `__row`; `targetRows`: their count by statistics,
    * if every file has them; `source`: the merge's source rows (with `__op`).
    */
   def classify(spark: SparkSession, spec: RefreshCommit.Spec, columns: Seq[String], target: DataFrame,
@@ -140,6 +140,7 @@ object LocalMerge {
     private val sColumns = columns.map(c => sAttrs.indexWhere(_.name == c))
     private val opIndex = sAttrs.indexWhere(_.name == "__op")
     private val fileIndex = tAttrs.indexWhere(_.name == "__file")
+    private val rowIndex = tAttrs.indexWhere(_.name == "__row")
 
     private def key(projection: UnsafeProjection, row: GenericInternalRow): Option[UnsafeRow] = {
       val k = projection(row)
@@ -172,7 +173,8 @@ object LocalMerge {
         if (Set("upsert", "insert").contains(op(sourceRows(j)))) out += record("insert", None, Some(sourceRows(j)))
       }
       val perFile = out.groupBy(r => (r.getString(0), Option(r.getString(1)))).toSeq.map { case ((a, f), rows) =>
-        (a, f, rows.size.toLong, rows.count(!_.isNullAt(2)).toLong)
+        val changed = if (a == "update" || a == "delete") rows.map(_.getLong(2)).toSeq else Nil
+        RefreshCommit.FileRows(a, f, rows.size.toLong, rows.count(!_.isNullAt(3)).toLong, changed)
       }
       Classified(spark.createDataFrame(out.asJava, schema), perFile)
     }
@@ -180,7 +182,7 @@ object LocalMerge {
     private def op(source: Row): String = if (opIndex < 0) null else source.getString(opIndex)
 
     private def record(action: String, target: Option[Row], source: Option[Row]): Row = Row(action,
-      target.map(_.getString(fileIndex)).orNull, source.map(_ => true).orNull,
+      target.map(_.getString(fileIndex)).orNull, target.map(_.getLong(rowIndex)).orNull, source.map(_ => true).orNull,
       Row.fromSeq(tColumns.map(i => target.map(_.get(i)).orNull)),
       Row.fromSeq(sColumns.map(i => source.map(_.get(i)).orNull)))
 
@@ -193,7 +195,7 @@ object LocalMerge {
       StructType(columns.zip(indices).map { case (c, i) => StructField(c, attrs(i).dataType) })
     /** RefreshCommit.merge's `classified` frame: the view row and the source row as they were read. */
     val schema: StructType = StructType(Seq(StructField("__action", StringType), StructField("__file", StringType),
-      StructField("__in_source", BooleanType), StructField("__old", image(tAttrs, tColumns)),
+      StructField("__row", LongType), StructField("__in_source", BooleanType), StructField("__old", image(tAttrs, tColumns)),
       StructField("__new", image(sAttrs, sColumns))))
   }
 }

@@ -10,11 +10,12 @@ import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.delta.{DeltaLog, DeltaOperations, OptimisticTransaction}
 import org.apache.spark.sql.delta.actions.{Action, AddFile}
-import org.apache.spark.sql.delta.commands.DeltaCommand
+import org.apache.spark.sql.delta.commands.{DeletionVectorUtils, DeltaCommand}
 import org.apache.spark.sql.delta.commands.cdc.CDCReader
 import org.apache.spark.sql.execution.command.LeafRunnableCommand
 import org.apache.spark.sql.execution.metric.{SQLMetric, SQLMetrics}
-import org.apache.spark.sql.functions.{array, col, count, explode, expr, input_file_name, lit, struct, when}
+import org.apache.spark.sql.functions.{array, col, collect_list, count, explode, expr, input_file_name, lit, struct,
+  when}
 import org.apache.spark.storage.StorageLevel
 import org.apache.spark.sql.types.{DataType, LongType, StringType}
 
@@ -136,70 +137,99 @@ object RefreshCommit extends DeltaCommand {
   def quoted(name: String): String = "`" + name.replace("`", "``") + "`"
 
   /** The rows a merge writes per file, at most: a file per this many rows written. A later merge
-   *  rewrites every file holding a row it changes, kept rows included (no deletion vectors), so
-   *  the view's files stay this small: at a million rows, a 0.1% change of bench/refresh.py's
-   *  3M-row view copied 1.4M unchanged rows. */
+   *  rewrites a file holding a row it changes, kept rows included, unless it marks the rows
+   *  deleted (DeletionVectors), so files stay this small: at a million rows per file, a 0.1%
+   *  change of bench/refresh.py's 3M-row view copied 1.4M unchanged rows. */
   val RowsPerFile = 250000L
 
   case class Counts(inserted: Long, updated: Long, deleted: Long, copied: Long, source: Long,
-      filesAdded: Long, filesRemoved: Long)
+      filesAdded: Long, filesRemoved: Long, vectorsAdded: Long, vectorsUpdated: Long)
 
   /** MERGE's own metrics, so DESCRIBE HISTORY shows this commit as it shows a MERGE. */
   private def metrics(spark: SparkSession, c: Counts): Map[String, SQLMetric] = Map(
     "operationNumSourceRows" -> c.source, "numSourceRows" -> c.source, "numTargetRowsInserted" -> c.inserted,
     "numTargetRowsUpdated" -> c.updated, "numTargetRowsDeleted" -> c.deleted, "numTargetRowsCopied" -> c.copied,
     "numTargetFilesAdded" -> c.filesAdded, "numTargetFilesRemoved" -> c.filesRemoved,
+    "numTargetDeletionVectorsAdded" -> c.vectorsAdded, "numTargetDeletionVectorsUpdated" -> c.vectorsUpdated,
     "numOutputRows" -> (c.inserted + c.updated + c.copied)).map { case (name, value) =>
     val metric = SQLMetrics.createMetric(spark.sparkContext, name)
     metric.set(value)
     name -> metric
   }
 
+  /** The candidate view rows of one action in one file (None: a source row), how many of them
+   *  matched a source row, and the file's row indexes of those updated or deleted. */
+  case class FileRows(action: String, file: Option[String], rows: Long, fromSource: Long, rowIndexes: Seq[Long])
+
   /**
    * The merge: every candidate view row and source row is classified (kept, updated, deleted,
    * inserted), in the driver when both sides are small (LocalMerge), else by a full outer join,
-   * cached; the files holding an updated or deleted row are rewritten with their kept rows, the
-   * updates and the inserts, and the change feed is written beside them.
+   * cached. A file holding an updated or deleted row is rewritten with its kept rows, or, when
+   * large, keeps its rows and gets a deletion vector for those (DeletionVectors): only its rows
+   * `target_filter` lets through are read then. New rows and the change feed are written beside.
    */
   private def merge(spark: SparkSession, spec: Spec, txn: OptimisticTransaction, log: DeltaLog)
       : (Seq[Action], Counts) = {
     val columns = txn.metadata.schema.fieldNames.toSeq
     // The filter lets Delta skip the view's other files; a delete-missing condition implies it.
     val candidates = viewFiles(txn, spec.targetFilter.map(resolved(spark, txn, _)))
-    val target = SmallDeltaScans.frame(spark, log, txn.snapshot, candidates).withColumn("__file", input_file_name())
+    val (marked, whole) = candidates.partition(DeletionVectors.markable(spark, txn))
+    val target = candidateRows(spark, spec, log, txn, whole, marked)
     val source = spark.table(spec.rows.get)
-    // The view's candidate rows, if every file's statistics count them.
+    // The view's candidate rows (at most), if every file's statistics count them.
     val targetRows = if (candidates.forall(_.numLogicalRecords.isDefined)) Some(candidates.flatMap(_.numLogicalRecords).sum)
       else None
     val local = LocalMerge.classify(spark, spec, columns, target, targetRows, source)
     val (classified, perFile) = local.map(c => (c.rows, c.perFile)).getOrElse(classify(spec, columns, target, source))
     try {
-      val touched = perFile.collect { case (a, Some(f), _, _) if a == "update" || a == "delete" => f }.distinct
-      def rowsOf(action: String, touchedOnly: Boolean = false): Long = perFile.collect {
-        case (a, file, n, _) if a == action && (!touchedOnly || file.exists(touched.contains)) => n }.sum
+      val changed = perFile.filter(p => p.file.isDefined && (p.action == "update" || p.action == "delete"))
       val nameToFile = generateCandidateFileMap(log.dataPath, candidates)
-      val removed = touched.map(f => getTouchedFile(log.dataPath, f, nameToFile).remove)
-      val rewritten = classified.where(col("__action") === "insert" ||
-        (col("__file").isin(touched: _*) && col("__action").isin("keep", "update")))
+      val touched = changed.flatMap(_.file).distinct.map(f => f -> getTouchedFile(log.dataPath, f, nameToFile)).toMap
+      val markedPaths = marked.map(_.path).toSet
+      val rewrittenWhole = touched.collect { case (f, add) if !markedPaths.contains(add.path) => f }.toSeq
+      val markedRows = changed.filter(p => markedPaths.contains(touched(p.file.get).path))
+        .groupBy(_.file.get).toSeq.map { case (f, parts) => touched(f) -> parts.flatMap(_.rowIndexes) }
+      def rowsOf(action: String, files: Option[Seq[String]] = None): Long = perFile.collect {
+        case p if p.action == action && files.forall(fs => p.file.exists(fs.contains)) => p.rows }.sum
+      val rewritten = classified.where(col("__action").isin("insert", "update") ||
+        (col("__file").isin(rewrittenWhole: _*) && col("__action") === "keep"))
       val data = rewritten.select(when(col("__action") === "keep", col("__old")).otherwise(col("__new")).as("r"))
         .select(columns.map(c => col(s"r.${quoted(c)}")): _*)
       val feed = touched.nonEmpty && CDCReader.isCDCEnabledOnTable(txn.metadata, spark)
-      val (inserted, updated, copied) = (rowsOf("insert"), rowsOf("update"), rowsOf("keep", touchedOnly = true))
+      val (inserted, updated, copied) = (rowsOf("insert"), rowsOf("update"), rowsOf("keep", Some(rewrittenWhole)))
       // As many files as the rows need, not one per shuffle partition: a small change writes one.
       val files = math.max(1L, (inserted + updated + copied) / RowsPerFile)
       val written = txn.writeFiles((if (feed) withChangeFeed(data, classified, columns) else data)
         .coalesce(math.min(files, Int.MaxValue.toLong).toInt))
-      val counts = Counts(inserted, updated, rowsOf("delete"), copied,
-        perFile.map(_._4).sum, written.count(_.isInstanceOf[AddFile]).toLong, removed.size.toLong)
-      (written ++ removed, counts)
+      val removed = rewrittenWhole.map(f => touched(f).remove)
+      val counts = Counts(inserted, updated, rowsOf("delete"), copied, perFile.map(_.fromSource).sum,
+        written.count(_.isInstanceOf[AddFile]).toLong, removed.size.toLong,
+        markedRows.count(_._1.deletionVector == null).toLong, markedRows.count(_._1.deletionVector != null).toLong)
+      (written ++ removed ++ DeletionVectors.mark(log, txn, markedRows), counts)
     } finally if (local.isEmpty) classified.unpersist()
   }
 
+  /** The view's candidate rows with their file (`__file`) and row index in it (`__row`): every row
+   *  of the files a merge may rewrite whole, and the rows `target_filter` lets through of those
+   *  whose rows it marks deleted (their other rows stay as they are). */
+  private def candidateRows(spark: SparkSession, spec: Spec, log: DeltaLog, txn: OptimisticTransaction,
+      whole: Seq[AddFile], marked: Seq[AddFile]): DataFrame = {
+    val indexed = DeletionVectorUtils.deletionVectorsReadable(txn.snapshot)
+    def rows(files: Seq[AddFile]): DataFrame = SmallDeltaScans.frame(spark, log, txn.snapshot, files)
+      .withColumn("__file", input_file_name())
+      .withColumn("__row", if (indexed) col("_metadata.row_index") else lit(-1L))
+    if (marked.isEmpty) rows(whole)
+    else {
+      val filtered = spec.targetFilter.map(f => rows(marked).where(expr(f))).getOrElse(rows(marked))
+      if (whole.isEmpty) filtered else rows(whole).unionByName(filtered)
+    }
+  }
+
   /** The distributed classification: a full outer join of the view's candidate rows and the
-   *  source's, cached, and its rows per action and file (one pass gives the files to rewrite and
-   *  the metrics). */
+   *  source's, cached, and its rows per action and file (one pass gives the files to rewrite,
+   *  the rows to mark deleted and the metrics). */
   private def classify(spec: Spec, columns: Seq[String], target: DataFrame, source: DataFrame)
-      : (DataFrame, Seq[(String, Option[String], Long, Long)]) = {
+      : (DataFrame, Seq[FileRows]) = {
     val t = target.withColumn("__t", lit(true)).as("t")
     val s = source.withColumn("__s", lit(true)).as("s")
     val same = columns.map(c => col(s"t.${quoted(c)}") <=> col(s"s.${quoted(c)}")).reduce(_ && _)
@@ -212,10 +242,14 @@ object RefreshCommit extends DeltaCommand {
       .otherwise("none")
     def image(alias: String): Column = struct(columns.map(c => col(s"$alias.${quoted(c)}").as(c)): _*)
     val classified = t.join(s, expr(spec.on.get), "full_outer").select(action.as("__action"),
-      col("t.__file").as("__file"), col("s.__s").as("__in_source"), image("t").as("__old"), image("s").as("__new"))
+      col("t.__file").as("__file"), col("t.__row").as("__row"), col("s.__s").as("__in_source"),
+      image("t").as("__old"), image("s").as("__new"))
       .where("__action != 'none'").persist(StorageLevel.MEMORY_AND_DISK)
-    val perFile = classified.groupBy("__action", "__file").agg(count(lit(1)), count(col("__in_source"))).collect()
-      .map(r => (r.getString(0), Option(r.getString(1)), r.getLong(2), r.getLong(3))).toSeq
+    val changedRow = when(col("__action").isin("update", "delete"), col("__row"))
+    val perFile = classified.groupBy("__action", "__file")
+      .agg(count(lit(1)), count(col("__in_source")), collect_list(changedRow)).collect()
+      .map(r => FileRows(r.getString(0), Option(r.getString(1)), r.getLong(2), r.getLong(3), r.getSeq[Long](4)))
+      .toSeq
     (classified, perFile)
   }
 

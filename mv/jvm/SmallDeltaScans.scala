@@ -36,8 +36,10 @@ import org.apache.spark.sql.types.{ByteType, DataType, DateType, IntegerType, Lo
  * Skipping is conservative: a file is kept unless its statistics prove that no row meets a
  * comparison of a column with a constant (integers, dates, timestamps), or an AND / OR of such;
  * every other condition keeps the file. Filters stay in the plan above the scan, so the rows a
- * query returns are the same; only which files are opened changes. Tables with deletion vectors
- * or column mapping, tables over MaxBytes and versions without a checksum are left to Delta. Inside a
+ * query returns are the same; only which files are opened changes. Files with deletion vectors
+ * are read as Delta reads them (its PreprocessTableWithDVs drops their deleted rows from any
+ * pinned file index); their statistics, no longer tight, still bound their rows. Tables with
+ * column mapping, tables over MaxBytes and versions without a checksum are left to Delta. Inside a
  * Delta transaction on the same table (a MERGE's or the refresh's commit), the transaction's
  * snapshot is read and the whole table counts as read for its conflict checks.
  *
@@ -90,15 +92,15 @@ object SmallDeltaScans extends Rule[LogicalPlan] {
 
   /** The snapshot's files, known without a Spark job: from its checksum, when it lists them all,
    *  or else from the list the driver keeps of a larger table (FileLists; listed now, by one job,
-   *  when `seed`). Only tables of up to MaxBytes that use neither deletion vectors nor column
-   *  mapping (whose statistics are keyed by physical names). */
+   *  when `seed`). Only tables of up to MaxBytes without column mapping (whose statistics are
+   *  keyed by physical names). */
   def listed(snapshot: Snapshot, seed: Boolean = false): Option[Seq[AddFile]] =
     checksumListed(snapshot).orElse(FileLists.of(snapshot, seed))
 
   private def checksumListed(snapshot: Snapshot): Option[Seq[AddFile]] = {
     val files = snapshot.checksumOpt
       .filter(crc => crc.tableSizeBytes <= MaxBytes && snapshot.metadata.columnMappingMode == NoMapping)
-      .flatMap(crc => crc.allFiles.filter(files => files.size == crc.numFiles && files.forall(_.deletionVector == null)))
+      .flatMap(crc => crc.allFiles.filter(_.size == crc.numFiles))
     files.foreach(FileLists.remember(snapshot, _))  // its later versions then advance from it
     files
   }
