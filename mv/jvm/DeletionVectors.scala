@@ -33,8 +33,7 @@ object DeletionVectors {
   def markable(spark: SparkSession, txn: OptimisticTransaction): AddFile => Boolean =
     if (!DeletionVectorUtils.deletionVectorsWritable(txn.snapshot)) _ => false
     else {
-      val min = spark.conf.getOption(MinRowsConf).map(v => v.trim.toLongOption.getOrElse(throw
-        new IllegalArgumentException(s"$MinRowsConf must be a whole number of rows, not '$v'"))).getOrElse(MinRows)
+      val min = RefreshCommit.rowsSetting(spark, MinRowsConf, MinRows)
       file => file.numPhysicalRecords.exists(n => n >= min && 2 * file.numDeletedRecords < n)
     }
 

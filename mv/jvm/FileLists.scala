@@ -55,7 +55,7 @@ object FileLists {
         .flatMap(advanced(snapshot, _))
         .orElse(if (seed) Some(listed(snapshot)) else None)
       found.map { l =>
-        synchronized(if (replaces(key, l.tableId, l.version, orEqual = true)) kept.put(key, l))
+        synchronized(if (replaces(key, l.tableId, l.version)) kept.put(key, l))
         l.files.values.toSeq
       }
     } catch {
@@ -65,7 +65,7 @@ object FileLists {
   /** Keep a list read elsewhere (a checksum's), so the table's next versions advance from it. */
   def remember(snapshot: Snapshot, files: Seq[AddFile]): Unit = {
     val key = snapshot.deltaLog.logPath.toString
-    def newer: Boolean = replaces(key, snapshot.metadata.id, snapshot.version, orEqual = false)
+    def newer: Boolean = replaces(key, snapshot.metadata.id, snapshot.version)
     // Every scan of a small table passes here: the list is keyed only when it is kept.
     if (synchronized(newer) && eligible(snapshot)) {
       val canonical = canonicalizer(snapshot)
@@ -77,8 +77,8 @@ object FileLists {
   /** Whether a list of the table `tableId` at `version` should replace the one kept under `key`:
    *  none kept, an older version, or another table at the same place (dropped and created again,
    *  whose versions start anew). */
-  private def replaces(key: String, tableId: String, version: Long, orEqual: Boolean): Boolean =
-    Option(kept.get(key)).forall(l => l.tableId != tableId || l.version < version || (orEqual && l.version == version))
+  private def replaces(key: String, tableId: String, version: Long): Boolean =
+    Option(kept.get(key)).forall(l => l.tableId != tableId || l.version < version)
 
   private def eligible(snapshot: Snapshot): Boolean =
     snapshot.version >= 0 && snapshot.metadata.columnMappingMode == NoMapping &&

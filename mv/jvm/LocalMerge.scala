@@ -52,9 +52,7 @@ object LocalMerge {
    */
   def classify(spark: SparkSession, spec: RefreshCommit.Spec, columns: Seq[String], target: DataFrame,
       targetRows: Option[Long], source: DataFrame): Option[Classified] = {
-    val max = spark.conf.getOption(MaxRowsConf).map(v => v.trim.toLongOption.getOrElse(throw
-      new IllegalArgumentException(s"$MaxRowsConf must be a whole number of rows (0: never), not '$v'")))
-      .getOrElse(DefaultMaxRows)
+    val max = RefreshCommit.rowsSetting(spark, MaxRowsConf, DefaultMaxRows, " (0: never)")
     if (max <= 0 || !targetRows.exists(_ <= max)) return None
     val tAttrs = DataTypeUtils.toAttributes(target.schema)
     val sAttrs = DataTypeUtils.toAttributes(source.schema)

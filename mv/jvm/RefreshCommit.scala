@@ -89,6 +89,12 @@ object RefreshCommit extends DeltaCommand {
       }
     }
 
+  /** A session setting counting rows (`mv.localMergeRows`, `mv.merge.deletionVectorRows`): its
+   *  value, or `default` when unset; a value that is no whole number fails by the setting's name. */
+  def rowsSetting(spark: SparkSession, name: String, default: Long, meaning: String = ""): Long =
+    spark.conf.getOption(name).map(v => v.trim.toLongOption.getOrElse(throw
+      new IllegalArgumentException(s"$name must be a whole number of rows$meaning, not '$v'"))).getOrElse(default)
+
   /** An internal statement's result columns, none of them nullable. */
   def resultColumns(columns: (String, DataType)*): Seq[Attribute] =
     columns.map { case (name, dataType) => AttributeReference(name, dataType, nullable = false)() }
@@ -220,7 +226,7 @@ object RefreshCommit extends DeltaCommand {
       .withColumn("__row", if (indexed) col("_metadata.row_index") else lit(-1L))
     if (marked.isEmpty) rows(whole)
     else {
-      val filtered = spec.targetFilter.map(f => rows(marked).where(expr(f))).getOrElse(rows(marked))
+      val filtered = spec.targetFilter.foldLeft(rows(marked))((frame, f) => frame.where(expr(f)))
       if (whole.isEmpty) filtered else rows(whole).unionByName(filtered)
     }
   }
