@@ -40,9 +40,18 @@ class View:
     def late_table(self) -> str:
         return late_table(self.name)
 
+    @property
+    def open_table(self) -> str:
+        return open_table(self.name)
+
 
 def late_table(name: str) -> str:
     return f"{name}__late"
+
+
+def open_table(name: str) -> str:
+    """The rows of the windows an EMIT ON WINDOW CLOSE view holds back (mv/open_windows.py)."""
+    return f"{name}__open"
 
 
 def load(spark: SparkSession, name: str) -> View | None:

@@ -136,7 +136,7 @@ def _parser() -> argparse.ArgumentParser:
     hist.add_argument("name")
     hist.add_argument("--limit", type=int, default=20, help="latest refreshes to show (20)")
     hist.add_argument("--plot", metavar="FILE.png", help="also draw duration, rows written and watermark lag")
-    drop = command("drop", _drop, "drop a view and its late-row table")
+    drop = command("drop", _drop, "drop a view and its late-row and open-window tables")
     drop.add_argument("name")
     drop.add_argument("--if-exists", action="store_true")
     command("demo", _demo, "the demo: window functions on a day of generated bids")

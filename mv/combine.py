@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 
-from mv.query import Column, quote, sql_string
+from mv.query import Column, QueryInfo, quote, sql_string
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,14 @@ class Combination:
     keys: list[str]
     partials_filter: str | None = None
     view_filter: str | None = None
+
+
+def combinable(info: QueryInfo) -> bool:
+    """Whether the query's changed groups can be combined from their view rows and the changes:
+    one source, combinable aggregates, no sessions (whose extent a change can alter)."""
+    # A float sum added in another order differs in its last bits from the sum recomputed: not combined.
+    exact = all(c.aggregate != "sum_float" for c in info.output)
+    return info.combinable and exact and len(info.sources) == 1 and all(w.kind != "SESSION" for w in info.windows)
 
 
 def combine(spark: SparkSession, c: Combination, cached: list[DataFrame]) -> DataFrame:

@@ -151,6 +151,7 @@ def drop(spark: SparkSession, name: str, if_exists: bool = False) -> tuple:
         raise errors.unknown_view(name)
     spark.sql(f"DROP TABLE {name}")
     spark.sql(f"DROP TABLE IF EXISTS {catalog.late_table(name)}")
+    spark.sql(f"DROP TABLE IF EXISTS {catalog.open_table(name)}")
     return (f"dropped {name}",)
 
 

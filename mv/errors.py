@@ -13,6 +13,8 @@ Example:
 """
 from __future__ import annotations
 
+import re
+
 
 class MvError(Exception):
     """An engine error: `error_class` (UPPER_SNAKE, stable), `params`, and a message with a hint."""
@@ -175,6 +177,18 @@ def concurrent_refresh(view: str) -> MvError:
                    f"Another refresh of {view} committed first; this one applied nothing.",
                    "Run the refresh again: it continues from what the other one committed.",
                    view=view)
+
+
+# Delta's messages for a commit that lost to a concurrent one (its ConcurrentModificationException kinds),
+# or a table that two writers created at once
+_LOST_RACE = re.compile(r"Concurrent|METADATA_CHANGED|MetadataChanged|PROTOCOL_CHANGED|ProtocolChanged|"
+                        r"TABLE_ALREADY_EXISTS|TableAlreadyExists")
+
+
+def lost_race(e: Exception) -> bool:
+    """Whether Delta or the catalog refused a write because a concurrent one got there first
+    (then the refresh fails with concurrent_refresh, which a rerun resolves)."""
+    return bool(_LOST_RACE.search(str(e)))
 
 
 def query_broken(view: str, cause: str) -> MvError:

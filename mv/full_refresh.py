@@ -7,7 +7,7 @@ Example:
 """
 from __future__ import annotations
 
-from mv import session_refresh, writes
+from mv import open_windows, session_refresh, writes
 from mv.query import interval_micros, micros_sql, quote, time_sql
 from mv.run import INFINITY, Run, advanced
 from mv.state import RefreshState
@@ -15,7 +15,8 @@ from mv.state import RefreshState
 def full(run: Run) -> tuple[RefreshState, writes.Write]:
     """Recompute everything but final windows; the view keeps its rows' identity (MERGE), so its
     change feed stays exact. The watermark carries on from the previous refresh: it never goes back,
-    and windows it made final keep their rows (their late changes are in __late)."""
+    and windows it made final keep their rows (their late changes are in __late). Under EMIT ON
+    WINDOW CLOSE the windows still open are kept too, when the query allows (mv/open_windows.py)."""
     spark, d, info, previous = run.spark, run.view.definition, run.info, run.previous
     max_event = new_wm = None
     where, keep_final = [], None
@@ -45,4 +46,8 @@ def full(run: Run) -> tuple[RefreshState, writes.Write]:
         write = writes.replace_rows(run, "t." + " AND t.".join(where))
     else:
         write = writes.overwrite(recomputed)
-    return RefreshState(run.outcome.refresh_id, dict(run.targets), max_event, new_wm, open_from=open_from), write
+    kept = None
+    if run.open_state is not None:  # the windows held back, kept for the next refresh
+        kept = open_windows.rebuilt(run, new_wm + 1 if new_wm is not None else -INFINITY)
+    return RefreshState(run.outcome.refresh_id, dict(run.targets), max_event, new_wm, open_from=open_from,
+                        open_id=kept), write

@@ -69,7 +69,7 @@ def write_late_rows(run: Run, late: DataFrame, part: int = 0) -> None:
                       sort_keys=True)
     rows = run.temp_view(late, f"late_{part}")
     if not spark.catalog.tableExists(view.late_table):
-        _create_late_table(spark, view.late_table, rows)
+        _create_late_table(spark, view, rows)
     spec = {"table": view.late_table, "rows": rows, "refresh_id": refresh_id, "part": part, "note": note,
             "legacy_app_id": f"mv-late:{table_id}:{part}"}
     with session_settings(spark, {USER_METADATA: note}):
@@ -78,11 +78,17 @@ def write_late_rows(run: Run, late: DataFrame, part: int = 0) -> None:
         raise errors.concurrent_refresh(view.name)
 
 
-def _create_late_table(spark: SparkSession, table: str, rows: str) -> None:
+def _create_late_table(spark: SparkSession, view: View, rows: str) -> None:
     """The late table, empty, with the columns of the temporary view `rows`: nothing appended yet."""
-    with session_settings(spark, {ENGINE_WRITE: "true"}):  # past the read-only rule
-        spark.sql(f"CREATE TABLE IF NOT EXISTS {table} USING delta "
-                  f"TBLPROPERTIES ('{LATE_WRITTEN}' = '0:-1') AS SELECT * FROM {rows} WHERE false")
+    table = view.late_table
+    try:
+        with session_settings(spark, {ENGINE_WRITE: "true"}):  # past the read-only rule
+            spark.sql(f"CREATE TABLE IF NOT EXISTS {table} USING delta "
+                      f"TBLPROPERTIES ('{LATE_WRITTEN}' = '0:-1') AS SELECT * FROM {rows} WHERE false")
+    except Exception as e:  # noqa: BLE001 - Delta's conflicts reach Python as several exception types
+        if errors.lost_race(e):  # two refreshes of the view created it at once
+            raise errors.concurrent_refresh(view.name) from None
+        raise
 
 
 def pinned_targets(spark: SparkSession, view: View, refresh_id: int, late: Table) -> dict[str, int] | None:

@@ -15,7 +15,7 @@ import signal
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-KILL_POINTS = ("changes_read", "late_rows_written", "committed")
+KILL_POINTS = ("changes_read", "late_rows_written", "open_windows_kept", "committed")
 
 
 class Crash(BaseException):

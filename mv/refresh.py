@@ -31,7 +31,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
 from mv import catalog, change_feed, delta_tables, errors, estimate, full_refresh, progress, session_refresh
-from mv import snapshots
+from mv import open_windows, snapshots
 from mv import watermark, window_refresh, writes
 from mv.catalog import View
 from mv.history import pinned_targets
@@ -134,7 +134,8 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
     refresh_id = (previous.refresh_id if previous else _last_refresh_id(spark, view) if found.lost else 0) + 1
     # The view's version was read with its state (`found`); its sources' are read after it.
     known = {view.name: view.table} if view.table else {}
-    wanted = [view.name, *info.source_tables, view.late_table]
+    wanted = [view.name, *info.source_tables, view.late_table, *([view.open_table] if open_windows.applies(view, info)
+                                                                 else [])]
     # The sources' change bytes since then (read from their logs), only where an estimate may use them.
     weighs = by_windows(info) and (dry or view.definition.policy == "AUTO")
     after = previous.sources if previous and weighs else None
@@ -155,7 +156,8 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
     outcome = Outcome(view.name, chosen.technique, chosen.reason, refresh_id, targets, started_at=started,
                       work_bytes=work)
     run = Run(spark, view, info, previous, targets, outcome, marker=found.marker,
-              source_ids={s: tables[s].id for s in info.source_tables}, now=now, dry=dry, sizes=sizes)
+              source_ids={s: tables[s].id for s in info.source_tables}, now=now, dry=dry, sizes=sizes,
+              open_state=open_windows.kept(view, info, previous, tables.get(view.open_table)))
     # A view too large for its checksum to list its files has them listed in the background meanwhile,
     # for the merge; a small view's files are read from its checksum without a Spark job.
     with snapshots.warming(spark, [] if tables[view.name].small else [view.name]):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -18,6 +19,9 @@ from mv.estimate import Sizes
 from mv.query import QueryInfo, interval_micros, sql_string
 from mv.state import RefreshState
 from mv.statements import Definition
+
+if TYPE_CHECKING:
+    from mv.open_windows import Kept
 
 @dataclass
 class Outcome:
@@ -60,6 +64,7 @@ class Run:
     now: int = field(default_factory=watermark.now)  # wall-clock µs at the refresh's start (IDLE AFTER)
     sizes: Sizes = Sizes(None, None, None)  # of the sources, their changes and the view, from the log (estimate.py)
     dry: bool = False  # only estimate (EXPLAIN): stop before anything is written (estimate.Estimated)
+    open_state: Kept | None = None  # the view's open-window table (mv/open_windows.py); None: it keeps none
 
     @property
     def columns(self) -> list[str]:

@@ -40,6 +40,9 @@ class RefreshState:
     open_from: int | None = None
     # Wall-clock µs of the refresh that brought max_event_time: IDLE AFTER counts from it.
     event_time_seen_at: int | None = None
+    # EMIT ON WINDOW CLOSE: the id of the <view>__open table holding the open windows' rows that
+    # go with this state (mv/open_windows.py); None: none kept (the next refresh builds it)
+    open_id: str | None = None
 
     def to_json(self) -> str:
         return json.dumps({STATE_KEY: asdict(self)}, sort_keys=True)

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
-from mv import estimate, progress, watermark, writes
-from mv.combine import Combination, combine
+from mv import estimate, open_windows, progress, watermark, writes
+from mv.combine import Combination, combinable, combine
 from mv.history import write_late_rows
 from mv.query import interval_micros, micros_sql, quote, sql_string, time_sql
-from mv.run import Run, advanced, closed_bound
+from mv.run import INFINITY, Run, advanced, closed_bound
 from mv.state import RefreshState
 
 # Affected windows are recomputed over at most this many time ranges (the closest ones joined).
@@ -62,8 +63,8 @@ def refresh_windows(run: Run, changes: dict[str, str], first: Touched) -> tuple[
     windowed, windows, counts = first.windowed, first.windows, first.counts
     old_wm, grace = run.previous.watermark, interval_micros(spark, d.grace)
     max_event, new_wm = advanced(run, list(windows.values()))
-    affected = [(s, e) for s, e in windows if not watermark.is_final(e, old_wm, grace)]
-    newly_closed = None
+    live = [(s, e) for s, e in windows if not watermark.is_final(e, old_wm, grace)]
+    affected, newly_closed = live, None
     if d.emit == "WINDOW CLOSE":
         affected = [(s, e) for s, e in affected if watermark.is_closed(e, new_wm)]
         if new_wm is not None and new_wm != old_wm:
@@ -72,8 +73,9 @@ def refresh_windows(run: Run, changes: dict[str, str], first: Touched) -> tuple[
     # those files. Scattered over many, recomputing reads most of the source: combine instead.
     # A cumulative window reaches back to its day's start: recomputing it rereads the day so far.
     scattered = len(time_runs(affected)) > COMBINE_AFTER_RUNS or run.info.windows[0].kind == "CUMULATE"
-    combining = combinable(run) and scattered
-    weighed = weigh(run, affected, newly_closed, combining)
+    combining = combinable(run.info) and scattered
+    kept_open = run.open_state is not None and run.open_state.rows is not None
+    weighed = weigh(run, affected, newly_closed, combining, kept_open)
     for i, name in enumerate(windowed):
         count = sum(n for (part, _, e), n in counts.items() if part == i and watermark.is_final(e, old_wm, grace))
         if count:
@@ -84,19 +86,28 @@ def refresh_windows(run: Run, changes: dict[str, str], first: Touched) -> tuple[
     if weighed is not None and weighed.switches:  # late rows are written first: a full refresh leaves them out
         raise estimate.FullCheaper(weighed)
     state, write = RefreshState(run.outcome.refresh_id, dict(run.targets), max_event, new_wm), writes.STATE_ONLY
+    bound = new_wm + 1 if new_wm is not None else -INFINITY  # windows ending by then are closed
+    if kept_open:
+        if not live and not newly_closed:  # nothing opened, changed or closed: the kept windows stay
+            return replace(state, open_id=run.previous.open_id), write
+        write, kept = combine_with_open(run, live, bound, next(iter(changes.values())))
+        return replace(state, open_id=kept), write
     if affected or newly_closed:
         if combining:
             write = combine_windows(run, affected, newly_closed, next(iter(changes.values())))
         else:
             write = merge_windows(run, affected, newly_closed)
+    if run.open_state is not None:  # the kept windows are not the previous state's: built again
+        state = replace(state, open_id=open_windows.rebuilt(run, bound))
     return state, write
 
 
-def weigh(run: Run, affected, newly_closed, combining: bool) -> estimate.Estimate | None:
+def weigh(run: Run, affected, newly_closed, combining: bool, kept_open: bool = False) -> estimate.Estimate | None:
     """REFRESH POLICY AUTO's estimate of the rest of this refresh, incrementally or in full
     (mv/estimate.py); None when no estimate is wanted: another policy, nothing to write, or a change
     too small to need one (under SMALL_CHANGE of its sources' bytes). Asked only for it (EXPLAIN), it
-    raises estimate.Estimated instead, before anything is written."""
+    raises estimate.Estimated instead, before anything is written. `kept_open`: windows closing
+    now come from the open-window table, not the source."""
     writes_windows = bool(affected or newly_closed)
     if not run.dry and (run.view.definition.policy != "AUTO" or run.sizes.small_change or not writes_windows):
         return None
@@ -105,7 +116,7 @@ def weigh(run: Run, affected, newly_closed, combining: bool) -> estimate.Estimat
     end, t = quote(run.info.window_end), run.time_type
     written = kept_windows(run, window_ranges(run, affected, ""), newly_closed, end, t)
     closing = just_closed(end, newly_closed, t)  # combined windows are not read from the source; closing ones are
-    read = closing if combining else written
+    read = None if kept_open else closing if combining else written
     source = f"SELECT * FROM ({run.query}) WHERE {read}" if read else None
     found = estimate.planned(run.spark, run.view.name, run.query,
                              (source, f"SELECT * FROM {run.view.name} WHERE {written}"), run.sizes,
@@ -240,14 +251,6 @@ def kept_windows(run: Run, windows: str, newly_closed, end: str, t: str) -> str:
     return keep
 
 
-def combinable(run: Run) -> bool:
-    """Whether changed groups can be combined from their view rows and the changes (mv/combine.py)."""
-    info = run.info
-    # A float sum added in another order differs in its last bits from the sum recomputed: not combined.
-    exact = all(c.aggregate != "sum_float" for c in info.output)
-    return info.combinable and exact and len(info.sources) == 1 and all(w.kind != "SESSION" for w in info.windows)
-
-
 def combine_windows(run: Run, affected, newly_closed, changes: str) -> writes.Write:
     """Windows already in the view are combined with the changes; windows that just closed
     (EMIT ON WINDOW CLOSE) are computed from the source, as they were held out of the view."""
@@ -263,13 +266,49 @@ def combine_windows(run: Run, affected, newly_closed, changes: str) -> writes.Wr
     return combine_and_merge(run, changes, partials, span, closing)
 
 
+def combine_with_open(run: Run, live, bound: int, changes: str) -> tuple[writes.Write, str]:
+    """EMIT ON WINDOW CLOSE with its open windows kept (mv/open_windows.py): each touched group
+    of a window that is not final is combined from its row (in the view if its window was closed,
+    in the open-window table if not) and the changes. Groups of windows closed by now (ending by
+    `bound`) go to the view, with the kept groups of windows that just closed untouched; the rest
+    replace the open-window table. The write, and the open-window table's new id."""
+    spark, start, end = run.spark, quote(run.info.window_start), quote(run.info.window_end)
+    in_view = [(s, e) for s, e in live if watermark.is_closed(e, run.previous.watermark)]
+    span = (min(s for s, _ in in_view), max(s for s, _ in in_view)) if in_view else None
+    view_rows = f"SELECT * FROM {run.view.name} WHERE {writes.start_range(run, span, None)}" if in_view else None
+    old_rows = f"(SELECT * FROM {run.open_state.rows}" + (f" UNION ALL {view_rows})" if view_rows else ")")
+    partials = f"({start}, {end}) IN (SELECT s, e FROM {windows_relation(run, live)})" if live else "false"
+    recomputed, touched = combined(run, changes, partials, old_rows=old_rows)
+    keys = [quote(k) for k in run.info.group_by]
+    on = [F.col(f"o.{k}").eqNullSafe(F.col(f"k.{k}")) for k in keys]
+    untouched = spark.sql(f"SELECT * FROM {run.open_state.rows}").alias("o").join(touched.select(*keys).alias("k"),
+                                                                             on, "left_anti")
+    closed, still_open = open_windows.split(run, recomputed, bound)
+    closing, kept = open_windows.split(run, untouched, bound)
+    kept_id = open_windows.replace(run, still_open.unionByName(kept))
+    to_view = closed.unionByName(closing)
+    if not in_view:  # every window written is new to the view
+        return writes.append(to_view), kept_id
+    return writes.merge(run, to_view, open_windows.split(run, touched, bound)[0], span=span), kept_id
+
+
 def combine_and_merge(run: Run, changes: str, partials: str | None = None, span: tuple[int, int] | None = None,
                       also: str | None = None) -> writes.Write:
     """Touched groups combined where their old row allows it and recomputed from the source where
     not, plus the query's rows meeting `also`; then one MERGE."""
+    recomputed, touched = combined(run, changes, partials, span, also)
+    return writes.merge(run, recomputed, touched, span=span)
+
+
+def combined(run: Run, changes: str, partials: str | None = None, span: tuple[int, int] | None = None,
+             also: str | None = None, old_rows: str | None = None) -> tuple[DataFrame, DataFrame]:
+    """Touched groups combined where their old row (in the view, within `span`, or in the relation
+    `old_rows`) allows it and recomputed from the source where not, plus the query's rows meeting
+    `also`; and the rows of every touched group, whose keys the new rows lack where it emptied."""
     spark, info, keys = run.spark, run.info, run.info.group_by
-    rows = combine(spark, Combination(run.view.name, run.view.definition.query, info.source_tables[0], changes,
-                                      info.output, keys, partials, writes.start_range(run, span, "v")), run.cached)
+    rows = combine(spark, Combination(old_rows or run.view.name, run.view.definition.query, info.source_tables[0],
+                                      changes, info.output, keys, partials,
+                                      None if old_rows else writes.start_range(run, span, "v")), run.cached)
     on = " AND ".join(f"q.{quote(k)} <=> n.{quote(k)}" for k in keys)
     needs = run.temp_view(rows.filter("__needs").select(*[quote(k) for k in keys]), "needs")
     parts = [rows.filter("NOT __needs AND NOT __empty").select(*[quote(c) for c in run.columns])]
@@ -286,8 +325,7 @@ def combine_and_merge(run: Run, changes: str, partials: str | None = None, span:
     for part in parts[1:]:  # cached: the MERGE reads them twice (rows to write, keys that vanished)
         run.cached.append(part.cache())
         recomputed = recomputed.unionByName(part)
-    # Every touched group is in `rows`: those missing from `recomputed` are deleted.
-    return writes.merge(run, recomputed, rows.select(*[quote(c) for c in run.columns]), span=span)
+    return recomputed, rows.select(*[quote(c) for c in run.columns])
 
 
 def needed_windows(run: Run, needs: str) -> str:
@@ -301,7 +339,7 @@ def needed_windows(run: Run, needs: str) -> str:
 
 def refresh_groups(run: Run, changes: str) -> writes.Write:
     """GROUP BY without windows: combine or recompute the groups whose keys changed."""
-    if combinable(run):
+    if combinable(run.info):
         return combine_and_merge(run, changes)
     keys = ", ".join(quote(k) for k in run.info.group_by)
     run.spark.sql(f"SELECT DISTINCT {keys} FROM {changes}").createOrReplaceTempView(f"{run.temp}_keys")

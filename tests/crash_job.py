@@ -43,6 +43,7 @@ def compare(spark) -> dict:
     return {
         "views_equal": rows("SELECT * FROM killed") == rows("SELECT * FROM clean"),
         "late_equal": rows(late.format("killed")) == rows(late.format("clean")),
+        "open_equal": rows("SELECT * FROM killed__open") == rows("SELECT * FROM clean__open"),
         "late_rows": len(rows(late.format("killed"))),
         "history": rows(history.format("killed")),
         "view_rows": len(rows("SELECT * FROM killed")),

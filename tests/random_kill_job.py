@@ -63,8 +63,11 @@ def compare(spark) -> dict:
         exists = spark.catalog.tableExists(f"{view}__late")
         return rows(f"SELECT item, price, ts, _change_type FROM {view}__late") if exists else []
     history = "SELECT refresh_id, count(*) FROM mv_refresh_history WHERE view = '{}' GROUP BY refresh_id"
+    def kept(view: str) -> list:  # the open windows an EMIT ON WINDOW CLOSE view keeps (hop's)
+        return rows(f"SELECT * FROM {view}__open") if spark.catalog.tableExists(f"{view}__open") else []
     return {kind: {"views_equal": rows(f"SELECT * FROM {kind}_killed") == rows(f"SELECT * FROM {kind}_clean"),
                    "late_equal": late(f"{kind}_killed") == late(f"{kind}_clean"),
+                   "open_equal": kept(f"{kind}_killed") == kept(f"{kind}_clean"),
                    "late_rows": len(late(f"{kind}_killed")),
                    "history": [json.loads(h) for h in rows(history.format(f"{kind}_killed"))]}
             for kind in VIEWS}

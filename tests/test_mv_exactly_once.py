@@ -24,12 +24,12 @@ import crash_job
 RANDOM_KILL_JOB = str(Path(__file__).with_name("random_kill_job.py"))
 # Per round, how its process dies while refreshing the killed views: after a random delay
 # (within the three refreshes, 4-6 s in a fresh process), or killing itself at a kill point.
-KILLS = (None, "late_rows_written", None)
+KILLS = (None, "late_rows_written", "open_windows_kept", None)
 RANDOM_KILL_DELAY_S = 5.0
 
 
 def assert_exactly_once(result: dict, batches: int, step: str) -> None:
-    assert result["views_equal"] and result["late_equal"], (step, result)
+    assert result["views_equal"] and result["late_equal"] and result["open_equal"], (step, result)
     # The rerun may add a refresh of its own (with nothing left to do): every committed refresh
     # has exactly one history row, with no refresh missing.
     history = [json.loads(h) for h in result["history"]]
@@ -56,7 +56,7 @@ def assert_twins_equal(result: dict, batches: int, when: str) -> None:
     """Each kind's killed view equals its never-killed twin, rows and late rows, and its history has
     one row per refresh id, with no id missing."""
     for kind, found in result.items():
-        assert found["views_equal"] and found["late_equal"], (when, kind, found)
+        assert found["views_equal"] and found["late_equal"] and found["open_equal"], (when, kind, found)
         assert [count for _, count in found["history"]] == [1] * len(found["history"]), (when, kind, found)
         assert sorted(i for i, _ in found["history"]) == list(range(1, len(found["history"]) + 1)), (when, kind)
     # every batch's far-too-late row is in __late once, from the second batch on (the first has no watermark)
@@ -88,5 +88,6 @@ def test_refresh_processes_killed_at_random_moments_end_as_their_never_killed_tw
                 except subprocess.TimeoutExpired:
                     process.send_signal(signal.SIGKILL)
             code = process.wait(timeout=300)
-        expected = {"late_rows_written": (-signal.SIGKILL,), "last": (0,)}.get(kill, (0, -signal.SIGKILL))
+        expected = {"late_rows_written": (-signal.SIGKILL,), "open_windows_kept": (-signal.SIGKILL,),
+                    "last": (0,)}.get(kill, (0, -signal.SIGKILL))
         assert code in expected, (n, kill, code, (tmp_path / f"round_{n}.err").read_text()[-3000:])

@@ -15,7 +15,7 @@ import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
 
 /**
  * A view that only its refresh writes: INSERT, INSERT OVERWRITE, UPDATE, DELETE, MERGE, TRUNCATE,
- * RESTORE, REPLACE TABLE and DataFrame writes into a view's table or its `__late` table fail with
+ * RESTORE, REPLACE TABLE and DataFrame writes into a view's table, its `__late` or its `__open` table fail with
  * MV_VIEW_READ_ONLY before they run, however they were written (SQL, DataFrame writer, DeltaTable
  * API), since all of them are analysed plans. Maintenance (OPTIMIZE, VACUUM, ANALYZE, ALTER TABLE
  * ... SET TBLPROPERTIES) and DROP TABLE pass.
@@ -40,7 +40,8 @@ object ReadOnlyViews {
   /** Set to "true" in the refresh's own session around its late-row append. */
   val EngineWrite = "mv.internal.engineWrite"
   val DefinitionProperty = "mv.definition"
-  val LateSuffix = "__late"
+  /** The tables beside a view that only its refresh writes: late rows, open windows. */
+  val Suffixes = Seq("__late", "__open")
 
   /** The table `node` writes: its name, its Delta configuration (lazily) and the operation. */
   private def target(node: LogicalPlan): Option[(String, () => Map[String, String], String)] = node match {
@@ -76,11 +77,12 @@ object ReadOnlyViews {
     case _ => None
   }
 
-  /** The view `table` belongs to: itself if its properties hold a definition, or the view of a `__late` table. */
+  /** The view `table` belongs to: itself if its properties hold a definition, or the view of a table beside it. */
   private def owner(spark: SparkSession, table: String, configuration: () => Map[String, String]): Option[String] = {
     val name = table.split('.').last.stripPrefix("`").stripSuffix("`")
-    if (name.toLowerCase.endsWith(LateSuffix)) {
-      val viewName = table.stripSuffix("`").dropRight(LateSuffix.length).stripSuffix("`")
+    val suffix = Suffixes.find(name.toLowerCase.endsWith)
+    if (suffix.isDefined) {
+      val viewName = table.stripSuffix("`").dropRight(suffix.get.length).stripSuffix("`")
       Try(DeltaTables.catalogTable(spark.asInstanceOf[org.apache.spark.sql.classic.SparkSession], viewName)).toOption
         .filter(view => DeltaLog.forTable(spark.asInstanceOf[org.apache.spark.sql.classic.SparkSession], view)
           .unsafeVolatileSnapshot.metadata.configuration.contains(DefinitionProperty))

@@ -39,6 +39,9 @@ import org.apache.spark.sql.types.{DataType, LongType, StringType}
  *    only the view rows `target_filter` lets through are read, so `delete_missing` must imply it;
  *  - source rows matching no view row: inserted if `__op` is 'upsert' or 'insert'.
  *
+ * It also overwrites an EMIT ON WINDOW CLOSE view's `<view>__open` table (mv/open_windows.py), its
+ * state there the id of the rows it writes, which the view's state then names.
+ *
  * Run as an internal statement, so it works over Spark Connect and runs exactly once:
  * {{{
  *   MV_COMMIT_REFRESH '{"view": "v", "mode": "append", "rows": "tmp", "refresh_id": 8,

@@ -1,0 +1,101 @@
+"""Open windows as state: the rows of the windows an EMIT ON WINDOW CLOSE view holds back, kept
+in `<view>__open` so that a refresh combines its change with them (mv/combine.py) instead of
+reading those windows again from the source when they close.
+
+A view keeps them when its query is combinable (count, sum, min, max over one source, grouped by
+TUMBLE, HOP or CUMULATE windows). `<view>__open` has the view's columns and holds, per group, the
+row the view will get when its window closes. Each refresh that keeps it replaces it whole, in one
+Delta commit before the view's, naming it with a new id (its table property `mv.state`, written
+by the same commit, RefreshCommit's); the view's state, committed after, names the id it goes
+with (`open_id`). A table whose
+id is not the state's (a refresh that died between the two commits, a concurrent refresh, a
+view last refreshed before open windows were kept) is not trusted: the refresh builds it again
+from the source (`rebuilt`), as a full refresh does. So it never decides what is exact: the view's
+state does.
+
+Example:
+    >>> open_windows.kept(view, info, previous, tables[view.open_table])
+    Kept(rows='hourly__open VERSION AS OF 41', marker='17')
+"""
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+
+from mv import errors, progress
+from mv.catalog import View
+from mv.combine import combinable
+from mv.delta_tables import Table
+from mv.history import ENGINE_WRITE
+from mv.query import QueryInfo, quote, sql_string, time_sql
+from mv.run import Run
+from mv.settings import session_settings
+from mv.state import REFRESH_ID_PROPERTY, STATE_PROPERTY, RefreshState
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A view's open-window table as the refresh found it: `rows`, a relation in SQL's FROM pinned
+    to that version, when they are the rows that go with the view's state (else None: they are
+    built again); `marker`, its `mv.refresh_id`, which its next commit expects."""
+    rows: str | None
+    marker: str | None
+
+
+def applies(view: View, info: QueryInfo) -> bool:
+    """Whether the view keeps its open windows: EMIT ON WINDOW CLOSE over combinable groups of
+    TUMBLE, HOP or CUMULATE windows (a session's extent is not known until it closes)."""
+    return (view.definition.emit == "WINDOW CLOSE" and combinable(info) and bool(info.window_start)
+            and info.group_by is not None and all(w.kind in ("TUMBLE", "HOP", "CUMULATE") for w in info.windows))
+
+
+def kept(view: View, info: QueryInfo, previous: RefreshState | None, found: Table | None) -> Kept | None:
+    """The view's open windows, as `found` (mv_delta_tables) shows their table; None for a view
+    that keeps none."""
+    if not applies(view, info):
+        return None
+    if found is None or not found.exists:
+        return Kept(None, None)
+    named = previous.open_id if previous is not None else None
+    ours = named is not None and found.properties.get(STATE_PROPERTY) == named
+    return Kept(f"{view.open_table} VERSION AS OF {found.version}" if ours else None,
+                found.properties.get(REFRESH_ID_PROPERTY))
+
+
+def split(run: Run, rows: DataFrame, bound: int) -> tuple[DataFrame, DataFrame]:
+    """`rows` divided into those of windows closed by the new watermark (ending at or before
+    `bound`, µs), which go to the view, and the rest, which stay open."""
+    closed = f"{quote(run.info.window_end)} <= {time_sql(bound, run.time_type)}"
+    return rows.where(closed), rows.where(f"NOT ({closed})")
+
+
+def replace(run: Run, rows: DataFrame) -> str:
+    """Replace the view's open-window table by `rows` under a new id, which the caller puts in the
+    view's state: one Delta commit, the refresh's own (mv/jvm/RefreshCommit.scala, the id as its
+    state), which fails when a concurrent refresh committed to it since this one looked."""
+    spark, table, found = run.spark, run.view.open_table, uuid.uuid4().hex
+    name = run.temp_view(rows.select(*[quote(c) for c in run.columns]), "open")
+    spec = {"view": table, "mode": "overwrite", "rows": name, "refresh_id": run.outcome.refresh_id,
+            "expected": run.open_state.marker, "state": found}
+    try:
+        with session_settings(spark, {ENGINE_WRITE: "true"}):  # past the read-only rule
+            if run.open_state.marker is None:
+                spark.sql(f"CREATE TABLE IF NOT EXISTS {table} USING delta AS SELECT * FROM {name} WHERE false")
+            row = spark.sql(f"MV_COMMIT_REFRESH {sql_string(json.dumps(spec))}").first()
+    except Exception as e:  # noqa: BLE001 - Delta's conflicts reach Python as several exception types
+        if errors.lost_race(e):  # two refreshes created the table at once
+            raise errors.concurrent_refresh(run.view.name) from None
+        raise
+    if row.status != "committed":
+        raise errors.concurrent_refresh(run.view.name)
+    progress.checkpoint("open_windows_kept")
+    return found
+
+
+def rebuilt(run: Run, bound: int) -> str:
+    """The open windows (ending after `bound`) recomputed from the source and kept; their id."""
+    end = quote(run.info.window_end)
+    return replace(run, run.spark.sql(f"SELECT * FROM ({run.query}) WHERE {end} > {time_sql(bound, run.time_type)}"))

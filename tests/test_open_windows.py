@@ -1,0 +1,137 @@
+"""An EMIT ON WINDOW CLOSE view keeps the rows of the windows it holds back in <view>__open, so a
+refresh combines the change with them, and a window that closes goes to the view from there, not
+from the source (mv/open_windows.py).
+
+Every refresh here is checked against the query recomputed from scratch: the view holds exactly
+the query's rows of windows the watermark closed, and the open-window table exactly the others.
+"""
+from __future__ import annotations
+
+import pytest
+
+import mv
+from mv import catalog, state
+from mv import refresh as maintainer
+from mv.history import ENGINE_WRITE
+from mv.settings import session_settings
+from test_mv_scenarios import Catalog, bid, values
+
+WINDOWS = {
+    "TUMBLE": "TUMBLE(TABLE({bids}), DESCRIPTOR(ts), INTERVAL '10' MINUTES)",
+    "HOP": "HOP(TABLE({bids}), DESCRIPTOR(ts), INTERVAL '5' MINUTES, INTERVAL '10' MINUTES)",
+    "CUMULATE": "CUMULATE(TABLE({bids}), DESCRIPTOR(ts), INTERVAL '10' MINUTES, INTERVAL '30' MINUTES)",
+}
+CLOSE = "WATERMARK FOR ts AS ts - INTERVAL '1' MINUTE EMIT ON WINDOW CLOSE GRACE INTERVAL '2' HOURS"
+
+
+@pytest.fixture
+def given(spark):
+    catalog = Catalog(spark)
+    yield catalog
+    catalog.drop()
+
+
+def windowed(bids: str, kind: str = "TUMBLE", columns: str = "count(*) AS n, sum(price) AS total, max(price) AS high"):
+    return (f"SELECT window_start, window_end, item, {columns} FROM {WINDOWS[kind].format(bids=bids)} "
+            f"GROUP BY window_start, window_end, item")
+
+
+def check(spark, view: str, query: str) -> None:
+    """The view holds the query's rows of closed windows; the open-window table, with the id the
+    view's state names, holds the rest."""
+    found = state.read(spark, view)
+    closed = f"window_end <= timestamp_micros({found.watermark + 1})"
+    for table, where in ((view, closed), (catalog.open_table(view), f"NOT ({closed})")):
+        actual, expected = spark.table(table), spark.sql(f"SELECT * FROM ({query}) WHERE {where}")
+        assert actual.exceptAll(expected).count() == 0 and expected.exceptAll(actual).count() == 0, \
+            (table, sorted(actual.collect()), sorted(expected.collect()))
+    assert found.open_id == kept_id(spark, view)
+
+
+def kept_id(spark, view: str) -> str:
+    properties = spark.sql(f"SHOW TBLPROPERTIES {catalog.open_table(view)}").collect()
+    return {row.key: row.value for row in properties}[state.STATE_PROPERTY]
+
+
+def refreshed(spark, view: str, query: str):
+    outcome = maintainer.refresh(spark, view)
+    assert outcome.technique == "incremental", outcome
+    check(spark, view, query)
+    return outcome
+
+
+@pytest.mark.parametrize("kind", list(WINDOWS))
+def test_open_windows_are_kept_through_inserts_updates_deletes_and_late_rows(spark, given, kind):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "a", "00:12", 7), bid(3, "b", "00:31", 1))
+    query = windowed(bids, kind)
+    view = given.view(query, CLOSE)
+    check(spark, view, query)   # the first refresh keeps them too
+    rounds = [
+        f"INSERT INTO {bids} VALUES {values(bid(4, 'a', '00:03', 2), bid(5, 'b', '00:45', 3))}",  # late; closes 00:40
+        f"UPDATE {bids} SET price = price + 10 WHERE id IN (3, 5)",   # one row in a closed window, one in an open one
+        f"DELETE FROM {bids} WHERE id = 2",
+        f"INSERT INTO {bids} VALUES {values(bid(6, 'c', '00:52', 5), bid(7, 'b', '00:58', 1))}",
+        f"DELETE FROM {bids} WHERE id = 5",   # an open window's maximum retracted: recomputed from the source
+        f"INSERT INTO {bids} VALUES {values(bid(8, 'b', '01:20', 6))}",   # closes windows the change does not touch
+    ]
+    for statement in rounds:
+        spark.sql(statement)
+        refreshed(spark, view, query)
+
+
+def test_a_window_that_closes_untouched_comes_from_the_kept_rows(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:05", 7))
+    query = windowed(bids)
+    view = given.view(query, CLOSE)
+    assert spark.table(view).count() == 0 and spark.table(catalog.open_table(view)).count() == 2
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'c', '00:30', 1))}")
+    outcome = refreshed(spark, view, query)
+    assert spark.table(view).count() == 2   # 00:00-00:10 closed, its two groups moved from the kept rows
+    assert (outcome.groups_combined, outcome.groups_recomputed) == (1, 0)   # only c's new window
+
+
+def test_a_table_that_is_not_the_states_is_built_again_from_the_source(spark, given):
+    """As a refresh that died between its open-window commit and the view's would leave it."""
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:15", 7))
+    query = windowed(bids)
+    view = given.view(query, CLOSE)
+    with session_settings(spark, {ENGINE_WRITE: "true"}):   # its rows gone, and another refresh's id
+        spark.sql(f"DELETE FROM {catalog.open_table(view)}")
+    spark.sql(f"ALTER TABLE {catalog.open_table(view)} SET TBLPROPERTIES ('{state.STATE_PROPERTY}' = 'another')")
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'b', '00:16', 1), bid(4, 'c', '00:25', 2))}")
+    refreshed(spark, view, query)
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(5, 'b', '00:40', 3))}")
+    refreshed(spark, view, query)
+
+
+def test_a_full_refresh_keeps_the_open_windows_too(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:15", 7))
+    query = windowed(bids)
+    view = given.view(query, CLOSE)
+    before = kept_id(spark, view)
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'b', '00:16', 1))}")
+    assert maintainer.refresh(spark, view, full=True).technique == "full"
+    check(spark, view, query)
+    assert kept_id(spark, view) != before
+
+
+def test_only_the_refresh_writes_the_open_window_table_and_drop_removes_it(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4))
+    view = given.view(windowed(bids), CLOSE)
+    with pytest.raises(Exception, match="MV_VIEW_READ_ONLY"):
+        spark.sql(f"DELETE FROM {catalog.open_table(view)}")
+    mv.sql(spark, f"DROP MATERIALIZED VIEW {view}")
+    assert not spark.catalog.tableExists(catalog.open_table(view))
+
+
+@pytest.mark.parametrize("columns, clauses", [
+    ("avg(price) AS mean", CLOSE),                                     # an average is not combined
+    ("count(*) AS n", "WATERMARK FOR ts AS ts - INTERVAL '1' MINUTE"),  # EMIT ON UPDATE: open windows are in the view
+])
+def test_views_that_cannot_or_need_not_keep_open_windows_have_no_table(spark, given, columns, clauses):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "a", "00:22", 4))
+    view = given.view(windowed(bids, columns=columns), clauses)
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'a', '00:40', 1))}")
+    maintainer.refresh(spark, view)
+    assert not spark.catalog.tableExists(catalog.open_table(view))
+    assert state.read(spark, view).open_id is None
