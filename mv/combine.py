@@ -12,7 +12,9 @@ and over just the retracted rows (R) gives, per group, what changed. The new row
 and a group whose count(*) falls to 0 is deleted. Where the old row alone cannot say the answer
 (a retracted extreme; a sum whose every non-NULL value may be gone; a group with retractions and
 no count(*) to tell whether it emptied), the group is marked `__needs` and the caller recomputes
-it from the source. Inserts alone never need a recomputation.
+it from the source. Inserts alone never need a recomputation: `added` then folds any number of
+old rows and the inserts' aggregates of a group in one aggregation (the open windows an EMIT ON
+WINDOW CLOSE view keeps, mv/open_windows.py).
 
 Example:
     >>> rows = combine(spark, Combination("hourly", query, "bids", "changes", info.output, ["item", ...]), [])
@@ -57,7 +59,7 @@ def combine(spark: SparkSession, c: Combination, cached: list[DataFrame]) -> Dat
     where = f" WHERE {c.partials_filter}" if c.partials_filter else ""
     for part, sign in (("ins", "= 1"), ("ret", "= -1")):
         spark.sql(f"SELECT * FROM {c.changes} WHERE __sign {sign}").createOrReplaceTempView(f"{c.changes}_{part}")
-        partials = spark.sql(f"SELECT *, true AS __present FROM mv_substitute({sql_string(c.query)}, "
+        partials = spark.sql(f"SELECT * FROM mv_substitute({sql_string(c.query)}, "
                              f"{sql_string(c.source)}, {sql_string(c.changes + '_' + part)}){where}").cache()
         partials.createOrReplaceTempView(f"{c.changes}_p{part}")  # read twice below, so cached
         cached.append(partials)
@@ -76,16 +78,61 @@ def combine(spark: SparkSession, c: Combination, cached: list[DataFrame]) -> Dat
     # lacks mean the view and the changes disagree, which only the source can settle.
     needs = [f"(NOT ({empty}) AND ({' OR '.join(needs)}))" if needs else "false",
              "(r.__present IS NOT NULL AND o.__present IS NULL)"]
+    # One aggregation per group over its old row (o), the inserts' aggregates (i) and the
+    # retractions' (r), each side a struct of its columns (NULL where the side has no row): one
+    # shuffle, where joining the three sides took one per join.
+    names = [quote(col.name) for col in c.output]
+    tagged = [f"SELECT /*+ BROADCAST(k) */ {', '.join('v.' + n for n in names)}, 'o' AS __side FROM {c.view} v "
+              f"LEFT SEMI JOIN k ON {on('v')}{view_where}",
+              f"SELECT {', '.join(names)}, 'i' AS __side FROM {c.changes}_pins",
+              f"SELECT {', '.join(names)}, 'r' AS __side FROM {c.changes}_pret"]
     rows = spark.sql(f"""
-        WITH k AS (SELECT {keys} FROM {c.changes}_pins UNION SELECT {keys} FROM {c.changes}_pret),
-        o AS (SELECT /*+ BROADCAST(k) */ v.*, true AS __present FROM {c.view} v
-              LEFT SEMI JOIN k ON {on('v')}{view_where})
-        SELECT {', '.join(columns)}, ({' OR '.join(needs)}) AS __needs, ({empty}) AS __empty
-        FROM k LEFT JOIN o ON {on('o')} LEFT JOIN {c.changes}_pins i ON {on('i')}
-             LEFT JOIN {c.changes}_pret r ON {on('r')}""")
+        WITH k AS (SELECT {keys} FROM {c.changes}_pins UNION ALL SELECT {keys} FROM {c.changes}_pret),
+        g AS (SELECT {keys}, {', '.join(_side(c, side) for side in 'oir')}
+              FROM ({' UNION ALL '.join(tagged)}) GROUP BY {keys})
+        SELECT {', '.join(columns)}, ({' OR '.join(needs)}) AS __needs, ({empty}) AS __empty FROM g k""")
     # Checkpointed, not cached: it reads the view, and Delta's MERGE into the view re-plans every
     # cached query over its target when it commits (seconds of Delta file listing, then unused).
     return rows.localCheckpoint()
+
+
+def _side(c: Combination, side: str) -> str:
+    """SQL: the struct of one side's columns in a group (one row at most per side), named `side`."""
+    fields = [f"max(IF(__side = '{side}', {quote(col.name)}, NULL)) AS {quote(col.name)}"
+              for col in c.output if col.name not in c.keys]
+    present = f"IF(bool_or(__side = '{side}'), true, NULL) AS __present"
+    return f"struct({', '.join(fields + [present])}) AS {side}"
+
+
+# How an output column's values from several rows of one group add up: count and sum add, min and max compare.
+_ADDED = {"count_star": "sum", "count": "sum", "sum_exact": "sum", "min": "min", "max": "max"}
+
+
+def added(spark: SparkSession, c: Combination, kept: str, closed: str | None = None) -> DataFrame:
+    """Changes that only insert: each group's new row in one aggregation over its old rows and the
+    inserted rows' own aggregates (count and sum add up, min and max take the least and greatest),
+    with `__touched` (the changes reach the group). The old rows are every row of `kept` (a
+    relation with the view's columns; untouched groups come out as they were) and the rows of the
+    SELECT `closed` whose group the changes reach. No group ever needs the source here.
+
+    Example: kept {(w1, a): n=2, max=5}, inserts into (w1, a) of prices 7 and 1 give n=4, max=7.
+    """
+    where = f" WHERE {c.partials_filter}" if c.partials_filter else ""
+    partials = (f"SELECT * FROM mv_substitute({sql_string(c.query)}, {sql_string(c.source)}, "
+                f"{sql_string(c.changes)}){where}")
+    names = [quote(col.name) for col in c.output]
+    parts = [f"SELECT {', '.join(names)}, false AS __touched FROM {kept}",
+             f"SELECT {', '.join(names)}, true AS __touched FROM ({partials})"]
+    if closed:
+        on = " AND ".join(f"v.{quote(k)} <=> p.{quote(k)}" for k in c.keys)
+        parts.append(f"SELECT /*+ BROADCAST(p) */ {', '.join('v.' + n for n in names)}, false AS __touched "
+                     f"FROM ({closed}) v LEFT SEMI JOIN ({partials}) p ON {on}")
+    columns = [quote(col.name) if col.name in c.keys
+               else f"CAST({_ADDED[col.aggregate]}({quote(col.name)}) AS {col.type}) AS {quote(col.name)}"
+               for col in c.output]
+    rows = spark.sql(f"SELECT {', '.join(columns)}, bool_or(__touched) AS __touched "
+                     f"FROM ({' UNION ALL '.join(parts)}) GROUP BY {', '.join(quote(k) for k in c.keys)}")
+    return rows.localCheckpoint()  # read three times: counted, kept, written to the view
 
 
 def _combined_columns(c: Combination) -> tuple[list[str], list[str]]:

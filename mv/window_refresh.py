@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from mv import estimate, open_windows, progress, watermark, writes
-from mv.combine import Combination, combinable, combine
+from mv.combine import Combination, added, combinable, combine
 from mv.history import write_late_rows
 from mv.query import interval_micros, micros_sql, quote, sql_string, time_sql
 from mv.run import INFINITY, Run, advanced, closed_bound
@@ -38,11 +38,13 @@ COMBINE_AFTER_RUNS = MAX_RANGES
 class Touched:
     """What the changes touch (`touched`): each window function over its source's changes
     (`windowed`, SQL relations with __ws, __we, __t in µs), the windows with the latest time added
-    to each, the changed rows per (part, window), and the change rows read from all sources."""
+    to each, the changed rows per (part, window), the change rows read from all sources, and how
+    many of those retract a row (deleted, or an update's old image)."""
     windowed: list[str]
     windows: dict[tuple[int, int], int | None]
     counts: dict[tuple[int, int, int], int]
     rows_read: int
+    retracted: int = 0
 
 
 def touched(run: Run, changes: dict[str, str]) -> Touched:
@@ -52,8 +54,8 @@ def touched(run: Run, changes: dict[str, str]) -> Touched:
     windowed = [f"(SELECT *, {micros_sql('window_start', t)} AS __ws, {micros_sql('window_end', t)} AS __we, "
                 f"{micros_sql(quote(w.time_column), t)} AS __t FROM {w.call(changes[w.sources[0]])})"
                 for w in run.info.windows if w.sources[0] in changes]
-    windows, counts, read = touched_windows(run.spark, windowed, list(changes.values()))
-    return Touched(windowed, windows, counts, read)
+    windows, counts, read, retracted = touched_windows(run.spark, windowed, list(changes.values()))
+    return Touched(windowed, windows, counts, read, retracted)
 
 
 def refresh_windows(run: Run, changes: dict[str, str], first: Touched) -> tuple[RefreshState, writes.Write]:
@@ -90,7 +92,7 @@ def refresh_windows(run: Run, changes: dict[str, str], first: Touched) -> tuple[
     if kept_open:
         if not live and not newly_closed:  # nothing opened, changed or closed: the kept windows stay
             return replace(state, open_id=run.previous.open_id), write
-        write, kept = combine_with_open(run, live, bound, next(iter(changes.values())))
+        write, kept = combine_with_open(run, live, bound, next(iter(changes.values())), first.retracted > 0)
         return replace(state, open_id=kept), write
     if affected or newly_closed:
         if combining:
@@ -135,26 +137,26 @@ def window_ranges(run: Run, windows: list[tuple[int, int]], alias: str) -> str:
     return f"({' OR '.join(parts)})" if parts else "false"
 
 
-def touched_windows(spark: SparkSession, windowed: list[str], changes: list[str]) -> tuple[dict, dict, int]:
+def touched_windows(spark: SparkSession, windowed: list[str], changes: list[str]) -> tuple[dict, dict, int, int]:
     """One query over the windowed changes: each touched window (start, end) with the latest time
     added to it (None for a window only deleted from), how many changed rows each part (index in
-    `windowed`) has in each window, which tells how many are late without another pass, and how
-    many rows the `changes` hold.
+    `windowed`) has in each window, which tells how many are late without another pass, how
+    many rows the `changes` hold, and how many of them retract a row.
 
-    Example: one insert at t=5 into [0, 10) of part 0 gives ({(0, 10): 5}, {(0, 0, 10): 1}, 1).
+    Example: one insert at t=5 into [0, 10) of part 0 gives ({(0, 10): 5}, {(0, 0, 10): 1}, 1, 0).
     """
     parts = [f"SELECT {i} AS __part, __ws, __we, __t, __sign FROM {name}" for i, name in enumerate(windowed)]
     parts += [f"SELECT -1 AS __part, NULL AS __ws, NULL AS __we, NULL AS __t, __sign FROM {name}" for name in changes]
-    rows = spark.sql(f"SELECT __part, __ws, __we, max(IF(__sign = 1, __t, NULL)), count(*) "
+    rows = spark.sql(f"SELECT __part, __ws, __we, max(IF(__sign = 1, __t, NULL)), count(*), count_if(__sign = -1) "
                      f"FROM ({' UNION ALL '.join(parts)}) GROUP BY __part, __ws, __we").collect()
     windows: dict[tuple[int, int], int | None] = {}
-    for part, s, e, latest, _ in rows:
+    for part, s, e, latest, _, _ in rows:
         if part < 0:
             continue
         known = windows.get((s, e))
         windows[(s, e)] = latest if known is None else known if latest is None else max(known, latest)
-    read = sum(n for part, _, _, _, n in rows if part < 0)
-    return windows, {(part, s, e): n for part, s, e, _, n in rows if part >= 0}, read
+    read, retracted = (sum(row[i] for row in rows if row[0] < 0) for i in (4, 5))
+    return windows, {(part, s, e): n for part, s, e, _, n, _ in rows if part >= 0}, read, retracted
 
 
 def time_runs(windows: list[tuple[int, int]]) -> list[list[int]]:
@@ -266,30 +268,46 @@ def combine_windows(run: Run, affected, newly_closed, changes: str) -> writes.Wr
     return combine_and_merge(run, changes, partials, span, closing)
 
 
-def combine_with_open(run: Run, live, bound: int, changes: str) -> tuple[writes.Write, str]:
+def combine_with_open(run: Run, live, bound: int, changes: str, retracts: bool) -> tuple[writes.Write, str]:
     """EMIT ON WINDOW CLOSE with its open windows kept (mv/open_windows.py): each touched group
     of a window that is not final is combined from its row (in the view if its window was closed,
     in the open-window table if not) and the changes. Groups of windows closed by now (ending by
     `bound`) go to the view, with the kept groups of windows that just closed untouched; the rest
-    replace the open-window table. The write, and the open-window table's new id."""
-    spark, start, end = run.spark, quote(run.info.window_start), quote(run.info.window_end)
+    replace the open-window table. The write, and the open-window table's new id.
+
+    Changes that only insert (`retracts` false) take one aggregation over the kept rows and the
+    changes' own (combine.added); with retractions, combine.combine's rules say which groups the
+    source must settle."""
+    start, end = quote(run.info.window_start), quote(run.info.window_end)
     in_view = [(s, e) for s, e in live if watermark.is_closed(e, run.previous.watermark)]
     span = (min(s for s, _ in in_view), max(s for s, _ in in_view)) if in_view else None
     view_rows = f"SELECT * FROM {run.view.name} WHERE {writes.start_range(run, span, None)}" if in_view else None
-    old_rows = f"(SELECT * FROM {run.open_state.rows}" + (f" UNION ALL {view_rows})" if view_rows else ")")
     partials = f"({start}, {end}) IN (SELECT s, e FROM {windows_relation(run, live)})" if live else "false"
+    if retracts:
+        to_view, still_open, current = combined_with_open(run, changes, partials, view_rows, bound)
+    else:
+        c = combination(run, changes, partials)
+        rows = added(run.spark, c, run.open_state.rows, view_rows)
+        run.outcome.groups_combined = rows.where("__touched").count()
+        (to_view, still_open), current = open_windows.split(run, rows.drop("__touched"), bound), None
+    kept_id = open_windows.replace(run, still_open)
+    if not in_view:  # every window written is new to the view
+        return writes.append(to_view), kept_id
+    return writes.merge(run, to_view, current, span=span), kept_id
+
+
+def combined_with_open(run: Run, changes: str, partials: str, view_rows: str | None, bound: int):
+    """combine_with_open's rows under retractions: those for the view, those that stay open, and
+    the touched groups of closed windows (which the view loses where the new rows lack them)."""
+    old_rows = f"(SELECT * FROM {run.open_state.rows}" + (f" UNION ALL {view_rows})" if view_rows else ")")
     recomputed, touched = combined(run, changes, partials, old_rows=old_rows)
     keys = [quote(k) for k in run.info.group_by]
     on = [F.col(f"o.{k}").eqNullSafe(F.col(f"k.{k}")) for k in keys]
-    untouched = spark.sql(f"SELECT * FROM {run.open_state.rows}").alias("o").join(touched.select(*keys).alias("k"),
-                                                                             on, "left_anti")
+    untouched = run.spark.sql(f"SELECT * FROM {run.open_state.rows}").alias("o").join(
+        touched.select(*keys).alias("k"), on, "left_anti")
     closed, still_open = open_windows.split(run, recomputed, bound)
     closing, kept = open_windows.split(run, untouched, bound)
-    kept_id = open_windows.replace(run, still_open.unionByName(kept))
-    to_view = closed.unionByName(closing)
-    if not in_view:  # every window written is new to the view
-        return writes.append(to_view), kept_id
-    return writes.merge(run, to_view, open_windows.split(run, touched, bound)[0], span=span), kept_id
+    return closed.unionByName(closing), still_open.unionByName(kept), open_windows.split(run, touched, bound)[0]
 
 
 def combine_and_merge(run: Run, changes: str, partials: str | None = None, span: tuple[int, int] | None = None,
@@ -306,8 +324,7 @@ def combined(run: Run, changes: str, partials: str | None = None, span: tuple[in
     `old_rows`) allows it and recomputed from the source where not, plus the query's rows meeting
     `also`; and the rows of every touched group, whose keys the new rows lack where it emptied."""
     spark, info, keys = run.spark, run.info, run.info.group_by
-    rows = combine(spark, Combination(old_rows or run.view.name, run.view.definition.query, info.source_tables[0],
-                                      changes, info.output, keys, partials,
+    rows = combine(spark, combination(run, changes, partials, old_rows or run.view.name,
                                       None if old_rows else writes.start_range(run, span, "v")), run.cached)
     on = " AND ".join(f"q.{quote(k)} <=> n.{quote(k)}" for k in keys)
     needs = run.temp_view(rows.filter("__needs").select(*[quote(k) for k in keys]), "needs")
@@ -326,6 +343,14 @@ def combined(run: Run, changes: str, partials: str | None = None, span: tuple[in
         run.cached.append(part.cache())
         recomputed = recomputed.unionByName(part)
     return recomputed, rows.select(*[quote(c) for c in run.columns])
+
+
+def combination(run: Run, changes: str, partials: str | None, old_rows: str | None = None,
+                view_filter: str | None = None) -> Combination:
+    """What combine.py combines for this refresh: the view's query over its one source's `changes`."""
+    info = run.info
+    return Combination(old_rows or run.view.name, run.view.definition.query, info.source_tables[0], changes,
+                       info.output, info.group_by, partials, view_filter)
 
 
 def needed_windows(run: Run, needs: str) -> str:

@@ -5,6 +5,8 @@ the same retractions. It is taken only when both sides are small and its keys ha
 Oracle: a twin view refreshed in a session with `mv.localMergeRows=0`, where every merge is the
 distributed full outer join (RefreshCommit.classify); and the view's query run in full.
 """
+import time
+
 import pytest
 
 from bench.refresh import _executions_since, execution_marker
@@ -67,9 +69,16 @@ def feed(spark, view):
 
 
 def merged_locally(spark, statement) -> bool:
+    """Whether the refresh classified its merge in the driver, as the Spark UI's executions show.
+    The status store's listener records them asynchronously: wait for the commit's own."""
     marker = execution_marker(spark)
     spark.sql(statement).collect()
-    return any("LocalMerge" in str(e["description"]) for e in _executions_since(spark, marker))
+    deadline = time.monotonic() + 30
+    while True:
+        executions = _executions_since(spark, marker)
+        if any("RefreshCommitCommand" in e["plan"] for e in executions) or time.monotonic() > deadline:
+            return any("LocalMerge" in str(e["description"]) for e in executions)
+        time.sleep(0.2)
 
 
 def test_the_driver_merges_what_the_distributed_merge_merges(spark, distributed, twins):
