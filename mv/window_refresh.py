@@ -92,7 +92,10 @@ def refresh_windows(run: Run, changes: dict[str, str], first: Touched) -> tuple[
     if kept_open:
         if not live and not newly_closed:  # nothing opened, changed or closed: the kept windows stay
             return replace(state, open_id=run.previous.open_id), write
-        write, kept = combine_with_open(run, live, bound, next(iter(changes.values())), first.retracted > 0)
+        # As without kept windows: recent windows recomputed (when a change retracts), scattered ones combined.
+        spread = len(time_runs(live)) > COMBINE_AFTER_RUNS or run.info.windows[0].kind == "CUMULATE"
+        how = "added" if not first.retracted else "combined" if spread or len(live) > MAX_LISTED else "recomputed"
+        write, kept = with_open_windows(run, live, bound, next(iter(changes.values())), how)
         return replace(state, open_id=kept), write
     if affected or newly_closed:
         if combining:
@@ -189,12 +192,7 @@ def merge_windows(run: Run, affected, newly_closed) -> writes.Write:
     listed = len(affected) <= MAX_LISTED
 
     def keep(alias: str) -> str:  # the windows to write, over the query's rows ('') or the view's ('t.')
-        s, e = alias + start, alias + end
-        pairs = ", ".join(f"({time_sql(a, t)}, {time_sql(b, t)})" for a, b in affected)
-        exact = f"({s}, {e}) IN ({pairs})" if listed else \
-            f"({s}, {e}) IN (SELECT s, e FROM {windows_relation(run, affected)})"
-        return kept_windows(run, f"({window_ranges(run, affected, alias)} AND {exact})" if affected else "false",
-                            newly_closed, e, t)
+        return kept_windows(run, in_windows(run, affected, alias), newly_closed, alias + end, t)
 
     recomputed = spark.sql(f"SELECT * FROM ({run.query}) WHERE {keep('')}")
     if all_new(run, affected):
@@ -205,6 +203,19 @@ def merge_windows(run: Run, affected, newly_closed) -> writes.Write:
         return writes.merge(run, recomputed, None, delete_missing=keep("t."), span=span)
     current = spark.sql(f"SELECT * FROM {run.view.name} WHERE {keep('')}")  # a subquery: found by a join
     return writes.merge(run, recomputed, current, span=span)
+
+
+def in_windows(run: Run, windows: list[tuple[int, int]], alias: str) -> str:
+    """SQL: a row's window (its columns prefixed `alias`: '' or 't.') is one of `windows`: within
+    their time ranges (so Delta skips other files), and exactly one of them, listed in the SQL
+    (up to MAX_LISTED) or found in a relation; false for none."""
+    if not windows:
+        return "false"
+    t, s, e = run.time_type, alias + quote(run.info.window_start), alias + quote(run.info.window_end)
+    pairs = ", ".join(f"({time_sql(a, t)}, {time_sql(b, t)})" for a, b in windows)
+    exact = f"({s}, {e}) IN ({pairs})" if len(windows) <= MAX_LISTED else \
+        f"({s}, {e}) IN (SELECT s, e FROM {windows_relation(run, windows)})"
+    return f"({window_ranges(run, windows, alias)} AND {exact})"
 
 
 def all_new(run: Run, affected) -> bool:
@@ -268,36 +279,44 @@ def combine_windows(run: Run, affected, newly_closed, changes: str) -> writes.Wr
     return combine_and_merge(run, changes, partials, span, closing)
 
 
-def combine_with_open(run: Run, live, bound: int, changes: str, retracts: bool) -> tuple[writes.Write, str]:
-    """EMIT ON WINDOW CLOSE with its open windows kept (mv/open_windows.py): each touched group
-    of a window that is not final is combined from its row (in the view if its window was closed,
-    in the open-window table if not) and the changes. Groups of windows closed by now (ending by
-    `bound`) go to the view, with the kept groups of windows that just closed untouched; the rest
-    replace the open-window table. The write, and the open-window table's new id.
+def with_open_windows(run: Run, live, bound: int, changes: str, how: str) -> tuple[writes.Write, str]:
+    """EMIT ON WINDOW CLOSE with its open windows kept (mv/open_windows.py): each touched group of
+    a window that is not final gets its new row from its old one (in the view if its window was
+    closed, in the open-window table if not) and the changes. Groups of windows closed by now
+    (ending by `bound`) go to the view, with the kept groups of windows that just closed untouched;
+    the rest replace the open-window table. The write, and the open-window table's new id.
 
-    Changes that only insert (`retracts` false) take one aggregation over the kept rows and the
-    changes' own (combine.added); with retractions, combine.combine's rules say which groups the
-    source must settle."""
+    `how`: 'added', a change that only inserts: one aggregation over the kept rows and the
+    changes' own (combine.added); 'combined', retractions: combine.combine's rules say which groups
+    the source must settle; 'recomputed', retractions in a few runs of time: the touched windows
+    recomputed from the source (Delta reads just their files)."""
     start, end = quote(run.info.window_start), quote(run.info.window_end)
     in_view = [(s, e) for s, e in live if watermark.is_closed(e, run.previous.watermark)]
     span = (min(s for s, _ in in_view), max(s for s, _ in in_view)) if in_view else None
     view_rows = f"SELECT * FROM {run.view.name} WHERE {writes.start_range(run, span, None)}" if in_view else None
     partials = f"({start}, {end}) IN (SELECT s, e FROM {windows_relation(run, live)})" if live else "false"
-    if retracts:
+    current, missing = None, False
+    if how == "combined":
         to_view, still_open, current = combined_with_open(run, changes, partials, view_rows, bound)
+    elif how == "recomputed":
+        rows = run.spark.sql(f"SELECT * FROM ({run.query}) WHERE {in_windows(run, live, '')}").cache()
+        run.cached.append(rows)  # read twice: for the open-window table and for the view
+        run.outcome.groups_recomputed = rows.count()
+        kept = run.spark.sql(f"SELECT * FROM {run.open_state.rows} WHERE NOT {in_windows(run, live, '')}")
+        to_view, still_open = open_windows.split(run, rows.unionByName(kept), bound)
+        missing = in_windows(run, in_view, "t.")  # the view's rows of those windows that the recomputation lacks
     else:
-        c = combination(run, changes, partials)
-        rows = added(run.spark, c, run.open_state.rows, view_rows)
+        rows = added(run.spark, combination(run, changes, partials), run.open_state.rows, view_rows)
         run.outcome.groups_combined = rows.where("__touched").count()
-        (to_view, still_open), current = open_windows.split(run, rows.drop("__touched"), bound), None
+        to_view, still_open = open_windows.split(run, rows.drop("__touched"), bound)
     kept_id = open_windows.replace(run, still_open)
     if not in_view:  # every window written is new to the view
         return writes.append(to_view), kept_id
-    return writes.merge(run, to_view, current, span=span), kept_id
+    return writes.merge(run, to_view, current, delete_missing=missing, span=span), kept_id
 
 
 def combined_with_open(run: Run, changes: str, partials: str, view_rows: str | None, bound: int):
-    """combine_with_open's rows under retractions: those for the view, those that stay open, and
+    """with_open_windows's rows under retractions: those for the view, those that stay open, and
     the touched groups of closed windows (which the view loses where the new rows lack them)."""
     old_rows = f"(SELECT * FROM {run.open_state.rows}" + (f" UNION ALL {view_rows})" if view_rows else ")")
     recomputed, touched = combined(run, changes, partials, old_rows=old_rows)
