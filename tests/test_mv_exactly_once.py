@@ -24,7 +24,9 @@ import crash_job
 RANDOM_KILL_JOB = str(Path(__file__).with_name("random_kill_job.py"))
 # Per round, how its process dies while refreshing the killed views: after a random delay
 # (within the three refreshes, 4-6 s in a fresh process), or killing itself at a kill point.
-KILLS = (None, "late_rows_written", "open_windows_kept", None)
+# (The kill point between the open-window commit and the view's is the in-process test's; a random
+# delay lands there too.)
+KILLS = (None, "late_rows_written", None)
 RANDOM_KILL_DELAY_S = 5.0
 
 
@@ -88,6 +90,5 @@ def test_refresh_processes_killed_at_random_moments_end_as_their_never_killed_tw
                 except subprocess.TimeoutExpired:
                     process.send_signal(signal.SIGKILL)
             code = process.wait(timeout=300)
-        expected = {"late_rows_written": (-signal.SIGKILL,), "open_windows_kept": (-signal.SIGKILL,),
-                    "last": (0,)}.get(kill, (0, -signal.SIGKILL))
+        expected = {"late_rows_written": (-signal.SIGKILL,), "last": (0,)}.get(kill, (0, -signal.SIGKILL))
         assert code in expected, (n, kill, code, (tmp_path / f"round_{n}.err").read_text()[-3000:])
