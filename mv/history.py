@@ -80,13 +80,19 @@ def write_late_rows(run: Run, late: DataFrame, part: int = 0) -> None:
 
 def _create_late_table(spark: SparkSession, view: View, rows: str) -> None:
     """The late table, empty, with the columns of the temporary view `rows`: nothing appended yet."""
-    table = view.late_table
+    create_beside(spark, view, view.late_table, rows, f"TBLPROPERTIES ('{LATE_WRITTEN}' = '0:-1') ")
+
+
+def create_beside(spark: SparkSession, view: View, table: str, rows: str, properties: str = "") -> None:
+    """A table beside the view that only its refresh writes (`<view>__late`, `<view>__open`),
+    created empty with the columns of the temporary view `rows` unless it exists; two refreshes
+    of the view creating it at once make the loser fail with MV_CONCURRENT_REFRESH."""
     try:
         with session_settings(spark, {ENGINE_WRITE: "true"}):  # past the read-only rule
-            spark.sql(f"CREATE TABLE IF NOT EXISTS {table} USING delta "
-                      f"TBLPROPERTIES ('{LATE_WRITTEN}' = '0:-1') AS SELECT * FROM {rows} WHERE false")
+            spark.sql(f"CREATE TABLE IF NOT EXISTS {table} USING delta {properties}"
+                      f"AS SELECT * FROM {rows} WHERE false")
     except Exception as e:  # noqa: BLE001 - Delta's conflicts reach Python as several exception types
-        if errors.lost_race(e):  # two refreshes of the view created it at once
+        if errors.lost_race(e):
             raise errors.concurrent_refresh(view.name) from None
         raise
 

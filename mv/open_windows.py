@@ -29,10 +29,9 @@ from mv import errors, progress
 from mv.catalog import View
 from mv.combine import combinable
 from mv.delta_tables import Table
-from mv.history import ENGINE_WRITE
+from mv.history import create_beside
 from mv.query import QueryInfo, quote, sql_string, time_sql
 from mv.run import Run
-from mv.settings import session_settings
 from mv.state import REFRESH_ID_PROPERTY, STATE_PROPERTY, RefreshState
 
 
@@ -80,15 +79,9 @@ def replace(run: Run, rows: DataFrame) -> str:
     name = run.temp_view(rows.select(*[quote(c) for c in run.columns]), "open")
     spec = {"view": table, "mode": "overwrite", "rows": name, "refresh_id": run.outcome.refresh_id,
             "expected": run.open_state.marker, "state": found}
-    try:
-        with session_settings(spark, {ENGINE_WRITE: "true"}):  # past the read-only rule
-            if run.open_state.marker is None:
-                spark.sql(f"CREATE TABLE IF NOT EXISTS {table} USING delta AS SELECT * FROM {name} WHERE false")
-            row = spark.sql(f"MV_COMMIT_REFRESH {sql_string(json.dumps(spec))}").first()
-    except Exception as e:  # noqa: BLE001 - Delta's conflicts reach Python as several exception types
-        if errors.lost_race(e):  # two refreshes created the table at once
-            raise errors.concurrent_refresh(run.view.name) from None
-        raise
+    if run.open_state.marker is None:  # never committed to: perhaps not there yet
+        create_beside(spark, run.view, table, name)
+    row = spark.sql(f"MV_COMMIT_REFRESH {sql_string(json.dumps(spec))}").first()  # no analysed write
     if row.status != "committed":
         raise errors.concurrent_refresh(run.view.name)
     progress.checkpoint("open_windows_kept")

@@ -134,8 +134,8 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
     refresh_id = (previous.refresh_id if previous else _last_refresh_id(spark, view) if found.lost else 0) + 1
     # The view's version was read with its state (`found`); its sources' are read after it.
     known = {view.name: view.table} if view.table else {}
-    wanted = [view.name, *info.source_tables, view.late_table, *([view.open_table] if open_windows.applies(view, info)
-                                                                 else [])]
+    beside = [view.late_table] + ([view.open_table] if open_windows.applies(view, info) else [])
+    wanted = [view.name, *info.source_tables, *beside]
     # The sources' change bytes since then (read from their logs), only where an estimate may use them.
     weighs = by_windows(info) and (dry or view.definition.policy == "AUTO")
     after = previous.sources if previous and weighs else None

@@ -71,11 +71,7 @@ def refresh_windows(run: Run, changes: dict[str, str], first: Touched) -> tuple[
         affected = [(s, e) for s, e in affected if watermark.is_closed(e, new_wm)]
         if new_wm is not None and new_wm != old_wm:
             newly_closed = (old_wm + 1 if old_wm is not None else None, new_wm + 1)
-    # Windows in a few runs of time (recent changes) are cheapest recomputed: Delta reads just
-    # those files. Scattered over many, recomputing reads most of the source: combine instead.
-    # A cumulative window reaches back to its day's start: recomputing it rereads the day so far.
-    scattered = len(time_runs(affected)) > COMBINE_AFTER_RUNS or run.info.windows[0].kind == "CUMULATE"
-    combining = combinable(run.info) and scattered
+    combining = combinable(run.info) and scattered(run, affected)
     kept_open = run.open_state is not None and run.open_state.rows is not None
     weighed = weigh(run, affected, newly_closed, combining, kept_open)
     for i, name in enumerate(windowed):
@@ -92,9 +88,8 @@ def refresh_windows(run: Run, changes: dict[str, str], first: Touched) -> tuple[
     if kept_open:
         if not live and not newly_closed:  # nothing opened, changed or closed: the kept windows stay
             return replace(state, open_id=run.previous.open_id), write
-        # As without kept windows: recent windows recomputed (when a change retracts), scattered ones combined.
-        spread = len(time_runs(live)) > COMBINE_AFTER_RUNS or run.info.windows[0].kind == "CUMULATE"
-        how = "added" if not first.retracted else "combined" if spread or len(live) > MAX_LISTED else "recomputed"
+        how = ("added" if not first.retracted
+               else "combined" if scattered(run, live) or len(live) > MAX_LISTED else "recomputed")
         write, kept = with_open_windows(run, live, bound, next(iter(changes.values())), how)
         return replace(state, open_id=kept), write
     if affected or newly_closed:
@@ -105,6 +100,14 @@ def refresh_windows(run: Run, changes: dict[str, str], first: Touched) -> tuple[
     if run.open_state is not None:  # the kept windows are not the previous state's: built again
         state = replace(state, open_id=open_windows.rebuilt(run, bound))
     return state, write
+
+
+def scattered(run: Run, windows: list[tuple[int, int]]) -> bool:
+    """Whether changed windows are combined rather than recomputed. Windows in a few runs of time
+    (recent changes) are cheapest recomputed: Delta reads just those files. Scattered over many,
+    recomputing reads most of the source. A cumulative window reaches back to its day's start:
+    recomputing it rereads the day so far."""
+    return len(time_runs(windows)) > COMBINE_AFTER_RUNS or run.info.windows[0].kind == "CUMULATE"
 
 
 def weigh(run: Run, affected, newly_closed, combining: bool, kept_open: bool = False) -> estimate.Estimate | None:
@@ -299,10 +302,11 @@ def with_open_windows(run: Run, live, bound: int, changes: str, how: str) -> tup
     if how == "combined":
         to_view, still_open, current = combined_with_open(run, changes, partials, view_rows, bound)
     elif how == "recomputed":
-        rows = run.spark.sql(f"SELECT * FROM ({run.query}) WHERE {in_windows(run, live, '')}").cache()
+        touched = in_windows(run, live, "")
+        rows = run.spark.sql(f"SELECT * FROM ({run.query}) WHERE {touched}").cache()
         run.cached.append(rows)  # read twice: for the open-window table and for the view
         run.outcome.groups_recomputed = rows.count()
-        kept = run.spark.sql(f"SELECT * FROM {run.open_state.rows} WHERE NOT {in_windows(run, live, '')}")
+        kept = run.spark.sql(f"SELECT * FROM {run.open_state.rows} WHERE NOT {touched}")
         to_view, still_open = open_windows.split(run, rows.unionByName(kept), bound)
         missing = in_windows(run, in_view, "t.")  # the view's rows of those windows that the recomputation lacks
     else:
