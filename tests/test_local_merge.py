@@ -123,3 +123,28 @@ def test_a_limit_that_is_not_a_number_fails_the_refresh_by_name_and_changes_noth
     assert rows(spark, "SELECT * FROM lm_windows") == before
     spark.sql("REFRESH MATERIALIZED VIEW lm_windows").collect()
     assert rows(spark, "SELECT * FROM lm_windows") == rows(spark, VIEWS["lm_windows"])
+
+
+def test_a_large_file_under_deletion_vectors_counts_only_the_rows_its_filter_reads(spark):
+    """A view file over the limit still merges in the driver when the touched windows' rows in it are
+    few: it keeps its rows under a deletion vector, so only those rows are read (and counted)."""
+    session = spark.newSession()
+    session.conf.set("mv.merge.deletionVectorRows", "1")    # every file keeps its rows
+    query = ("SELECT k, window_start, window_end, count(*) AS n, sum(price) AS total "
+             "FROM TUMBLE(TABLE(lm_dv), DESCRIPTOR(ts), INTERVAL '10' MINUTES) GROUP BY k, window_start, window_end")
+    spark.sql("DROP TABLE IF EXISTS lm_dv")
+    spark.sql("CREATE TABLE lm_dv (id BIGINT, k BIGINT, price DOUBLE, ts TIMESTAMP) USING delta "
+              "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+    spark.sql("INSERT INTO lm_dv SELECT id, id % 10, id, timestamp_seconds(1704067200 + id * 6) FROM range(600)")
+    session.sql(f"CREATE MATERIALIZED VIEW lm_dv_windows AS {query}").collect()   # 6 windows x 10 keys, one file
+    try:
+        for limit, local in (("50", True), ("5", False)):   # the file holds 60 rows, the touched window 10
+            session.conf.set("mv.localMergeRows", limit)
+            spark.sql("UPDATE lm_dv SET price = price + 1 WHERE id IN (1, 2)")
+            assert merged_locally(session, "REFRESH MATERIALIZED VIEW lm_dv_windows") == local, limit
+            metrics = spark.sql("DESCRIBE HISTORY lm_dv_windows LIMIT 1").first().operationMetrics
+            assert metrics["numTargetDeletionVectorsAdded"] == "1" or metrics["numTargetDeletionVectorsUpdated"] == "1"
+            assert rows(spark, "SELECT * FROM lm_dv_windows") == rows(spark, query), limit
+    finally:
+        spark.sql("DROP MATERIALIZED VIEW IF EXISTS lm_dv_windows")
+        spark.sql("DROP TABLE IF EXISTS lm_dv")

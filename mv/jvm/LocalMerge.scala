@@ -7,13 +7,15 @@ import org.apache.spark.sql.{DataFrame, Row}
 import org.apache.spark.sql.catalyst.CatalystTypeConverters
 import org.apache.spark.sql.catalyst.analysis.UnresolvedAttribute
 import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, AttributeSet, BindReferences, EqualNullSafe,
-  EqualTo, Expression, GenericInternalRow, InterpretedUnsafeProjection, JoinedRow, SubqueryExpression, UnsafeProjection,
+  EqualTo, Expression, GenericInternalRow, InterpretedUnsafeProjection, JoinedRow, Literal, SubqueryExpression, UnsafeProjection,
   UnsafeRow}
 import org.apache.spark.sql.catalyst.optimizer.{ConstantFolding, OptimizeIn}
 import org.apache.spark.sql.catalyst.plans.FullOuter
-import org.apache.spark.sql.catalyst.plans.logical.{Join, JoinHint, LocalRelation, Project, SubqueryAlias}
+import org.apache.spark.sql.catalyst.plans.logical.{Join, JoinHint, LocalLimit, LocalRelation, Project, SubqueryAlias}
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.classic.SparkSession
+import org.apache.spark.sql.delta.DataFrameUtils
+import org.apache.spark.sql.execution.datasources.LogicalRelation
 import org.apache.spark.sql.types.{BinaryType, BooleanType, ByteType, DataType, DateType, DecimalType, IntegerType,
   LongType, ShortType, StringType, StructField, StructType, TimestampNTZType, TimestampType}
 
@@ -25,11 +27,16 @@ import org.apache.spark.sql.types.{BinaryType, BooleanType, ByteType, DataType, 
  *
  * Why: the distributed merge is a full outer join with a shuffle on each side and a pass over its
  * cached result, five to ten Spark jobs whose scheduling, not their rows, takes 0.5-1 s of a small
- * refresh on two cores. Collecting the two sides is one job each.
+ * refresh on two cores. Collecting the two sides is one job each. The driver's matching grows with
+ * the rows, though: at 46,000 new rows against 60,000 of the view it took 0.5-0.9 s and its write
+ * was slower than the distributed merge's (4.1-4.2 s against 3.3 s for the whole refresh,
+ * bench/refresh.py at 10M rows), hence the limit of 20,000 rows a side.
  *
  * It falls back (None) to the distributed merge when the view's candidates hold more than
- * `mv.localMergeRows` rows (100,000; 0 turns it off), when the source's scans read more than 256
- * bytes per such row (25.6 MB), when ON has no equality to hash on, a subquery, or keys whose
+ * `mv.localMergeRows` rows (20,000; 0 turns it off): files read whole counted by their statistics,
+ * files that keep their rows under a deletion vector (read through `target_filter`, which
+ * statistics cannot count) by reading at most that many rows plus one per partition; when the
+ * source's scans read more than 256 bytes per such row (5.1 MB) after file skipping, when ON has no equality to hash on, a subquery, or keys whose
  * equality is not that of their bytes (floating point, collated strings, nested types), and when
  * the source returns more rows than the limit, which the distributed merge then computes again.
  *
@@ -38,32 +45,43 @@ import org.apache.spark.sql.types.{BinaryType, BooleanType, ByteType, DataType, 
  */
 object LocalMerge {
   val MaxRowsConf = "mv.localMergeRows"
-  val DefaultMaxRows = 100000L
-  /** The source's scans may read at most this many bytes per row allowed (25.6 MB at the default
+  val DefaultMaxRows = 20000L
+  /** The source's scans may read at most this many bytes per row allowed (5.1 MB at the default
    *  limit); a source that reads more is left to the distributed merge without being tried. */
   val BytesPerRow = 256L
 
   /** The merged rows, as RefreshCommit's `classified` frame, and its rows per (action, file). */
   case class Classified(rows: DataFrame, perFile: Seq[RefreshCommit.FileRows])
 
+  /** What the view's files say of its candidate rows: `whole`, the rows of the files read whole by
+   *  their statistics (None: some file has none); `filtered`, whether some files are read through
+   *  `target_filter` (those under deletion vectors), whose rows only reading them counts. */
+  case class TargetSize(whole: Option[Long], filtered: Boolean)
+
   /**
-   * `target`: the view's candidate rows with `__file` and `__row`; `targetRows`: their count by statistics,
-   * if every file has them; `source`: the merge's source rows (with `__op`).
+   * `target`: the view's candidate rows with `__file` and `__row`; `size`: what statistics say of
+   * them; `source`: the merge's source rows (with `__op`).
    */
   def classify(spark: SparkSession, spec: RefreshCommit.Spec, columns: Seq[String], target: DataFrame,
-      targetRows: Option[Long], source: DataFrame): Option[Classified] = {
+      size: TargetSize, source: DataFrame): Option[Classified] = {
     val max = RefreshCommit.rowsSetting(spark, MaxRowsConf, DefaultMaxRows, " (0: never)")
-    if (max <= 0 || !targetRows.exists(_ <= max)) return None
+    if (max <= 0 || !size.whole.exists(_ <= max)) return None
     val tAttrs = DataTypeUtils.toAttributes(target.schema)
     val sAttrs = DataTypeUtils.toAttributes(source.schema)
     val conditions = resolved(spark, spec, columns, tAttrs, sAttrs).getOrElse(return None)
     val keys = equalityKeys(conditions.on, AttributeSet(tAttrs), AttributeSet(sAttrs))
     if (keys.isEmpty || !keys.forall { case (t, _, _) => hashable(t.dataType) }) return None
-    val limited = source.limit(math.min(max + 1, Int.MaxValue.toLong).toInt)
-    if (readBytes(limited) > max * BytesPerRow) return None
+    val limit = math.min(max + 1, Int.MaxValue.toLong).toInt
+    val limited = source.limit(limit)
+    if (!readsAtMost(limited, max * BytesPerRow)) return None
+    // Filtered files are counted first, by reading them: a view side too large costs a scan bounded
+    // per partition (one job, where a limit's collect tries partitions in turn), not the source's recomputation.
+    val bounded = if (size.filtered) Some(DataFrameUtils.ofRows(spark, LocalLimit(Literal(limit), target.queryExecution.logical))
+      .collect()) else None
+    if (bounded.exists(_.length > max)) return None
     val sourceRows = limited.collect()
     if (sourceRows.length > max) return None
-    Some(new Matcher(spec, columns, tAttrs, sAttrs, conditions, keys).run(target.collect(), sourceRows, spark))
+    Some(new Matcher(spec, columns, tAttrs, sAttrs, conditions, keys).run(bounded.getOrElse(target.collect()), sourceRows, spark))
   }
 
   /** The conditions of a merge, resolved against `t` and `s` as Spark resolves them in the
@@ -118,9 +136,17 @@ object LocalMerge {
     case _ => false
   }
 
-  /** The bytes the plan's scans read, by their statistics (files after skipping, local rows). */
-  private def readBytes(frame: DataFrame): BigInt =
-    frame.queryExecution.optimizedPlan.collectLeaves().map(_.stats.sizeInBytes).sum
+  /** Whether the frame's scans read at most `bytes`: first by their statistics (a Delta table's
+   *  whole size unless SmallDeltaScans listed its files; cached and local rows), and when that says
+   *  more, by the files they open as planned, after file skipping (listed in the driver for a table
+   *  FileLists keeps, else by Delta's filtering job): only a source that looks large pays for it. */
+  private def readsAtMost(frame: DataFrame, bytes: Long): Boolean = {
+    val leaves = frame.queryExecution.optimizedPlan.collectLeaves()
+    leaves.map(_.stats.sizeInBytes).sum <= bytes || {
+      val others = leaves.filterNot(_.isInstanceOf[LogicalRelation]).map(_.stats.sizeInBytes).sum
+      others + ScanBytes.fileSizes(frame.queryExecution.sparkPlan).sum <= bytes
+    }
+  }
 
   /** Matches the two sides and gives every row the action RefreshCommit.merge documents. */
   private class Matcher(spec: RefreshCommit.Spec, columns: Seq[String], tAttrs: Seq[Attribute],

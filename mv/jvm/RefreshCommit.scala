@@ -185,10 +185,11 @@ object RefreshCommit extends DeltaCommand {
     val (marked, whole) = candidates.partition(DeletionVectors.markable(spark, txn))
     val target = candidateRows(spark, spec, log, txn, whole, marked)
     val source = spark.table(spec.rows.get)
-    // The view's candidate rows (at most), if every file's statistics count them.
-    val targetRows = if (candidates.forall(_.numLogicalRecords.isDefined)) Some(candidates.flatMap(_.numLogicalRecords).sum)
+    // The rows of the files read whole, if their statistics count them; marked files are read filtered.
+    val wholeRows = if (whole.forall(_.numLogicalRecords.isDefined)) Some(whole.flatMap(_.numLogicalRecords).sum)
       else None
-    val local = LocalMerge.classify(spark, spec, columns, target, targetRows, source)
+    val local = LocalMerge.classify(spark, spec, columns, target, LocalMerge.TargetSize(wholeRows, marked.nonEmpty),
+      source)
     val (classified, perFile) = local.map(c => (c.rows, c.perFile)).getOrElse(classify(spec, columns, target, source))
     try {
       val changed = perFile.filter(p => p.file.isDefined && (p.action == "update" || p.action == "delete"))

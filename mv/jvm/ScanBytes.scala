@@ -5,7 +5,7 @@ import org.apache.spark.sql.catalyst.FunctionIdentifier
 import org.apache.spark.sql.catalyst.expressions.{AttributeReference, Expression, ExpressionInfo, Literal, PlanExpression}
 import org.apache.spark.sql.catalyst.plans.logical.{LocalRelation, LogicalPlan}
 import org.apache.spark.sql.classic.SparkSession
-import org.apache.spark.sql.execution.FileSourceScanExec
+import org.apache.spark.sql.execution.{FileSourceScanExec, SparkPlan}
 import org.apache.spark.sql.types.{IntegerType, LongType, StringType}
 
 /**
@@ -36,15 +36,18 @@ object ScanBytes {
   private def measure(queries: Seq[String]): LogicalPlan = {
     val session = SparkSession.active
     val rows = queries.zipWithIndex.map { case (text, index) =>
-      val plan = session.sessionState.executePlan(session.sessionState.sqlParser.parsePlan(text)).sparkPlan
-      val files = plan.collect { case scan: FileSourceScanExec => scan }.flatMap { scan =>
-        // Filters that need a subquery's result (dynamic pruning) are not known before the query runs.
-        def known(filters: Seq[Expression]) = filters.filterNot(_.exists(_.isInstanceOf[PlanExpression[_]]))
-        scan.relation.location.listFiles(known(scan.partitionFilters), known(scan.dataFilters)).flatMap(_.files)
-      }
-      Row(index, files.map(_.getLen).sum, files.size.toLong)
+      val files = fileSizes(session.sessionState.executePlan(session.sessionState.sqlParser.parsePlan(text)).sparkPlan)
+      Row(index, files.sum, files.size.toLong)
     }
     LocalRelation.fromExternalRows(Seq(AttributeReference("query", IntegerType)(),
       AttributeReference("bytes", LongType)(), AttributeReference("files", LongType)()), rows)
   }
+
+  /** The sizes of the files the plan's scans open once files are skipped by their statistics. */
+  def fileSizes(plan: SparkPlan): Seq[Long] =
+    plan.collect { case scan: FileSourceScanExec => scan }.flatMap { scan =>
+      // Filters that need a subquery's result (dynamic pruning) are not known before the query runs.
+      def known(filters: Seq[Expression]) = filters.filterNot(_.exists(_.isInstanceOf[PlanExpression[_]]))
+      scan.relation.location.listFiles(known(scan.partitionFilters), known(scan.dataFilters)).flatMap(_.files)
+    }.map(_.getLen)
 }
