@@ -73,7 +73,8 @@ def refresh_windows(run: Run, changes: dict[str, str], first: Touched) -> tuple[
             newly_closed = (old_wm + 1 if old_wm is not None else None, new_wm + 1)
     combining = combinable(run.info) and scattered(run, affected)
     kept_open = run.open_state is not None and run.open_state.rows is not None
-    weighed = weigh(run, affected, newly_closed, combining, kept_open)
+    how = kept_how(run, first, live) if kept_open else None
+    weighed = weigh(run, affected, newly_closed, combining, (live if how == "recomputed" else []) if how else None)
     for i, name in enumerate(windowed):
         count = sum(n for (part, _, e), n in counts.items() if part == i and watermark.is_final(e, old_wm, grace))
         if count:
@@ -88,8 +89,6 @@ def refresh_windows(run: Run, changes: dict[str, str], first: Touched) -> tuple[
     if kept_open:
         if not live and not newly_closed:  # nothing opened, changed or closed: the kept windows stay
             return replace(state, open_id=run.previous.open_id), write
-        how = ("added" if not first.retracted
-               else "combined" if scattered(run, live) or len(live) > MAX_LISTED else "recomputed")
         write, kept = with_open_windows(run, live, bound, next(iter(changes.values())), how)
         return replace(state, open_id=kept), write
     if affected or newly_closed:
@@ -102,6 +101,14 @@ def refresh_windows(run: Run, changes: dict[str, str], first: Touched) -> tuple[
     return state, write
 
 
+def kept_how(run: Run, first: Touched, live: list[tuple[int, int]]) -> str:
+    """How with_open_windows brings the kept windows up to date: 'added' for a change that only
+    inserts, 'recomputed' for retractions in a few runs of time, else 'combined'."""
+    if not first.retracted:
+        return "added"
+    return "combined" if scattered(run, live) or len(live) > MAX_LISTED else "recomputed"
+
+
 def scattered(run: Run, windows: list[tuple[int, int]]) -> bool:
     """Whether changed windows are combined rather than recomputed. Windows in a few runs of time
     (recent changes) are cheapest recomputed: Delta reads just those files. Scattered over many,
@@ -110,12 +117,14 @@ def scattered(run: Run, windows: list[tuple[int, int]]) -> bool:
     return len(time_runs(windows)) > COMBINE_AFTER_RUNS or run.info.windows[0].kind == "CUMULATE"
 
 
-def weigh(run: Run, affected, newly_closed, combining: bool, kept_open: bool = False) -> estimate.Estimate | None:
+def weigh(run: Run, affected, newly_closed, combining: bool,
+          kept_open: list[tuple[int, int]] | None = None) -> estimate.Estimate | None:
     """REFRESH POLICY AUTO's estimate of the rest of this refresh, incrementally or in full
     (mv/estimate.py); None when no estimate is wanted: another policy, nothing to write, or a change
     too small to need one (under SMALL_CHANGE of its sources' bytes). Asked only for it (EXPLAIN), it
-    raises estimate.Estimated instead, before anything is written. `kept_open`: windows closing
-    now come from the open-window table, not the source."""
+    raises estimate.Estimated instead, before anything is written. `kept_open`, when the open
+    windows are kept: the windows recomputed from the source (kept_how's 'recomputed'); windows
+    closing now come from the open-window table."""
     writes_windows = bool(affected or newly_closed)
     if not run.dry and (run.view.definition.policy != "AUTO" or run.sizes.small_change or not writes_windows):
         return None
@@ -124,7 +133,8 @@ def weigh(run: Run, affected, newly_closed, combining: bool, kept_open: bool = F
     end, t = quote(run.info.window_end), run.time_type
     written = kept_windows(run, window_ranges(run, affected, ""), newly_closed, end, t)
     closing = just_closed(end, newly_closed, t)  # combined windows are not read from the source; closing ones are
-    read = None if kept_open else closing if combining else written
+    read = (window_ranges(run, kept_open, "") if kept_open else None) if kept_open is not None \
+        else closing if combining else written
     source = f"SELECT * FROM ({run.query}) WHERE {read}" if read else None
     found = estimate.planned(run.spark, run.view.name, run.query,
                              (source, f"SELECT * FROM {run.view.name} WHERE {written}"), run.sizes,

@@ -90,6 +90,18 @@ def test_a_window_that_closes_untouched_comes_from_the_kept_rows(spark, given):
     assert (outcome.groups_combined, outcome.groups_recomputed) == (1, 0)   # only c's new window
 
 
+def test_auto_counts_the_source_read_of_the_open_windows_it_recomputes(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:15", 7))
+    view = given.view(windowed(bids), CLOSE)
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'b', '00:16', 1), bid(4, 'c', '00:31', 2))}")
+    inserted = maintainer.estimated(spark, view)   # kept rows and inserts: the source is not read
+
+    spark.sql(f"UPDATE {bids} SET price = 9 WHERE id = 4")   # a retraction in an open window
+    retracted = maintainer.estimated(spark, view)   # its window is recomputed from the source
+
+    assert retracted.incremental_bytes > inserted.incremental_bytes
+
+
 def test_a_table_that_is_not_the_states_is_built_again_from_the_source(spark, given):
     """As a refresh that died between its open-window commit and the view's would leave it."""
     bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:15", 7))
