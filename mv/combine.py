@@ -45,12 +45,14 @@ class Combination:
     view_filter: str | None = None
 
 
-def combinable(info: QueryInfo) -> bool:
+def combinable(info: QueryInfo, sessions: bool = False) -> bool:
     """Whether the query's changed groups can be combined from their view rows and the changes:
-    one source, combinable aggregates, no sessions (whose extent a change can alter)."""
+    one source, combinable aggregates, no sessions (whose extent a change can alter) unless
+    `sessions` (the open sessions mv/open_windows.py keeps fold under inserts alone)."""
     # A float sum added in another order differs in its last bits from the sum recomputed: not combined.
     exact = all(c.aggregate != "sum_float" for c in info.output)
-    return info.combinable and exact and len(info.sources) == 1 and all(w.kind != "SESSION" for w in info.windows)
+    return (info.combinable and exact and len(info.sources) == 1
+            and (sessions or all(w.kind != "SESSION" for w in info.windows)))
 
 
 def combine(spark: SparkSession, c: Combination, cached: list[DataFrame]) -> DataFrame:
@@ -127,12 +129,28 @@ def added(spark: SparkSession, c: Combination, kept: str, closed: str | None = N
         on = " AND ".join(f"v.{quote(k)} <=> p.{quote(k)}" for k in c.keys)
         parts.append(f"SELECT /*+ BROADCAST(p) */ {', '.join('v.' + n for n in names)}, false AS __touched "
                      f"FROM ({closed}) v LEFT SEMI JOIN ({partials}) p ON {on}")
-    columns = [quote(col.name) if col.name in c.keys
-               else f"CAST({_ADDED[col.aggregate]}({quote(col.name)}) AS {col.type}) AS {quote(col.name)}"
-               for col in c.output]
-    rows = spark.sql(f"SELECT {', '.join(columns)}, bool_or(__touched) AS __touched "
+    rows = spark.sql(f"SELECT {', '.join(folded(c.output, c.keys))}, bool_or(__touched) AS __touched "
                      f"FROM ({' UNION ALL '.join(parts)}) GROUP BY {', '.join(quote(k) for k in c.keys)}")
     return rows.localCheckpoint()  # read three times: counted, kept, written to the view
+
+
+def folded(output: list[Column], keys: list[str], bounds: dict[str, str] | None = None) -> list[str]:
+    """SQL select list folding several rows of one group into one: the keys as they are, count and
+    sum added up, min and max compared; `bounds` names columns folded by a function of their own
+    (a session's start by min, its end by max).
+
+    Example: folded(info.output, ["item"]) == ["`item`", "CAST(sum(`n`) AS BIGINT) AS `n`", ...]
+    """
+    bounds = bounds or {}
+    return [quote(col.name) if col.name in keys
+            else f"CAST({bounds.get(col.name) or _ADDED[col.aggregate]}({quote(col.name)}) AS {col.type}) "
+                 f"AS {quote(col.name)}"
+            for col in output]
+
+
+def foldable(output: list[Column], roles: tuple[str, ...]) -> bool:
+    """Whether every column either carries one of the window `roles` or is an aggregate `folded` adds up."""
+    return all(col.window_role in roles or col.aggregate in _ADDED for col in output)
 
 
 def _combined_columns(c: Combination) -> tuple[list[str], list[str]]:

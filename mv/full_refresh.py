@@ -48,6 +48,6 @@ def full(run: Run) -> tuple[RefreshState, writes.Write]:
         write = writes.overwrite(recomputed)
     kept = None
     if run.open_state is not None:  # the windows held back, kept for the next refresh
-        kept = open_windows.rebuilt(run, new_wm + 1 if new_wm is not None else -INFINITY)
+        kept = open_windows.rebuilt(run, new_wm + 1 if new_wm is not None else -INFINITY, query)
     return RefreshState(run.outcome.refresh_id, dict(run.targets), max_event, new_wm, open_from=open_from,
                         open_id=kept), write

@@ -27,7 +27,7 @@ from pyspark.sql import DataFrame
 
 from mv import errors, progress
 from mv.catalog import View
-from mv.combine import combinable
+from mv.combine import combinable, foldable
 from mv.delta_tables import Table
 from mv.history import create_beside
 from mv.query import QueryInfo, quote, sql_string, time_sql
@@ -46,9 +46,24 @@ class Kept:
 
 def applies(view: View, info: QueryInfo) -> bool:
     """Whether the view keeps its open windows: EMIT ON WINDOW CLOSE over combinable groups of
-    TUMBLE, HOP or CUMULATE windows (a session's extent is not known until it closes)."""
-    return (view.definition.emit == "WINDOW CLOSE" and combinable(info) and bool(info.window_start)
-            and info.group_by is not None and all(w.kind in ("TUMBLE", "HOP", "CUMULATE") for w in info.windows))
+    TUMBLE, HOP or CUMULATE windows, or of one SESSION (`sessions_fold`)."""
+    if view.definition.emit != "WINDOW CLOSE" or not info.window_start or info.group_by is None:
+        return False
+    if all(w.kind in ("TUMBLE", "HOP", "CUMULATE") for w in info.windows):
+        return combinable(info)
+    return sessions_fold(view, info)
+
+
+def sessions_fold(view: View, info: QueryInfo) -> bool:
+    """Whether the view's open sessions fold with a change's: one SESSION under a watermark, grouped
+    by its keys and its bounds alone, its other columns count, sum, min or max. A row that joins a
+    session, or two, then gives their rows folded (session_refresh.folded_sessions); a retraction,
+    which may split one, has them recomputed from the source."""
+    keys = [c for c in info.output if c.window_role == "session_key"]
+    return (len(info.windows) == 1 and info.windows[0].kind == "SESSION" and bool(view.definition.watermark_column)
+            and combinable(info, sessions=True) and len(keys) == len(info.windows[0].partition_by)
+            and len(info.group_by) == len(keys) + 2 and bool(info.window_end)
+            and foldable(info.output, ("session_key", "window_start", "window_end")))
 
 
 def kept(view: View, info: QueryInfo, previous: RefreshState | None, found: Table | None) -> Kept | None:
@@ -88,7 +103,8 @@ def replace(run: Run, rows: DataFrame) -> str:
     return found
 
 
-def rebuilt(run: Run, bound: int) -> str:
-    """The open windows (ending after `bound`) recomputed from the source and kept; their id."""
+def rebuilt(run: Run, bound: int, query: str | None = None) -> str:
+    """The open windows (ending after `bound`) of `query` (the view's query over the source unless
+    given: sessions leave late rows out) recomputed and kept; their id."""
     end = quote(run.info.window_end)
-    return replace(run, run.spark.sql(f"SELECT * FROM ({run.query}) WHERE {end} > {time_sql(bound, run.time_type)}"))
+    return replace(run, run.spark.sql(f"SELECT * FROM ({query or run.query}) WHERE {end} > {time_sql(bound, run.time_type)}"))

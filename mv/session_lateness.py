@@ -14,7 +14,7 @@ row more than gap + grace behind the watermark). Every recomputation therefore r
 with the late changes undone (`without_late`): their inserts taken out, their deletes put back.
 
 Example:
-    >>> on_time, late, late_count, max_event = split(run, "changes", watermark=600_000_000, grace=0)
+    >>> on_time, late, late_count, max_event, retracted = split(run, "changes", watermark=600_000_000, grace=0)
     >>> effective = without_late(run, run.source(source))   # then the regions' rows of it
 """
 from __future__ import annotations
@@ -43,9 +43,10 @@ def _match(run, left: str, right: str) -> str:
     return " AND ".join([f"{left}.{k} <=> {right}.{k}" for k in _keys(run)] or ["true"])
 
 
-def split(run, changes: str, watermark: int | None, grace: int) -> tuple[str, str, int, int | None]:
+def split(run, changes: str, watermark: int | None, grace: int) -> tuple[str, str, int, int | None, int]:
     """The changes that are not late and those that are (two temporary views; the caller writes the
-    late ones to the late table), how many are late, and the latest event time the changes add."""
+    late ones to the late table), how many are late, the latest event time the changes add, and how
+    many of the changes that are not late retract a row."""
     w, t = run.info.windows[0], run.time_type
     time = micros_sql(f"c.{quote(w.time_column)}", t)
     gap = w.size
@@ -60,11 +61,12 @@ def split(run, changes: str, watermark: int | None, grace: int) -> tuple[str, st
             f"ON {_match(run, 'c', 'f')}")
     classified = classified.localCheckpoint()  # not cached: it reads the view (mv/combine.py says why)
     name = run.temp_view(classified, "classified")
-    late, latest = run.spark.sql(
-        f"SELECT count_if(__late), max(IF(__sign = 1, {time}, NULL)) FROM {name} c").first()
+    late, latest, retracted = run.spark.sql(
+        f"SELECT count_if(__late), max(IF(__sign = 1, {time}, NULL)), count_if(NOT __late AND __sign = -1) "
+        f"FROM {name} c").first()
     on_time, too_late = (run.temp_view(run.spark.sql(f"SELECT * EXCEPT (__late) FROM {name} WHERE {test}"), part)
                          for test, part in (("NOT __late", "on_time"), ("__late", "late")))
-    return on_time, too_late, late, latest
+    return on_time, too_late, late, latest, retracted
 
 
 def without_late(run, rows: str) -> str:

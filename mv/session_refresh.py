@@ -12,7 +12,8 @@ from dataclasses import replace
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from mv import progress, session_lateness, watermark, writes
+from mv import open_windows, progress, session_lateness, watermark, writes
+from mv.combine import folded
 from mv.history import write_late_rows
 from mv.query import interval_micros, micros_sql, quote, time_sql
 from mv.run import INFINITY, Run, advanced, source_time_type
@@ -32,22 +33,27 @@ def refresh_sessions(run: Run, changes: str, state: RefreshState) -> tuple[Refre
     settled`: always so without GRACE, but for an end 1 µs past the watermark), no change that is
     not late reaches one: the regions need not read the view, a recomputed session closed before
     is one the view holds as it is (or a part of one, cut at `open_from`), and the sessions
-    closing for the first time are appended, not merged.
+    closing for the first time are appended, not merged. When the view also keeps its open
+    sessions (mv/open_windows.py) and the changes only insert, those fold with the changes' own
+    sessions instead (`folded_sessions`): the source is not read.
     """
     spark, w, info = run.spark, run.info.windows[0], run.info
     open_from, settled = None, False
     if late_sessions(run):
-        state, changes = session_watermark(run, changes)
+        state, changes, retracted = session_watermark(run, changes)
         if run.view.definition.emit == "WINDOW CLOSE":
             open_from = run.previous.open_from if run.previous.open_from is not None else -INFINITY
             settled = session_lateness.settled(run, run.previous.watermark,
                                                interval_micros(spark, run.view.definition.grace))
+            kept = run.open_state is not None and run.open_state.rows is not None
+            if settled and kept and not retracted:
+                return folded_sessions(run, changes, state)
     keys, source = [quote(k) for k in w.partition_by], info.source_tables[0]
     match = " AND ".join([f"a.{k} <=> b.{k}" for k in keys] or ["true"])
     regions = session_regions(run, changes, open_from, touching_view=not settled)
     low, high = spark.sql(f"SELECT min(lo), max(hi) FROM {regions}").first()
-    if low is None:
-        return state, writes.STATE_ONLY
+    if low is None:  # no session open, none changed
+        return kept_again(run, state, spark.sql(f"SELECT * FROM ({run.query}) WHERE false")), writes.STATE_ONLY
     within = " AND ".join([f"a.{quote(w.time_column)} >= {time_sql(low, run.time_type)}"] * (low > -INFINITY)
                           + [f"a.{quote(w.time_column)} <= {time_sql(high, run.time_type)}"] * (high < INFINITY))
     # Late changes are undone in the whole source, so the regions select from what that leaves
@@ -66,7 +72,10 @@ def refresh_sessions(run: Run, changes: str, state: RefreshState) -> tuple[Refre
         run.cached.append(recomputed)
         state = replace(state, open_from=session_lateness.open_from(
             run, run.temp_view(recomputed, "recomputed"), state.watermark))
-        recomputed = recomputed.where(watermark.closed_sql(end, state.watermark, run.time_type))
+        closed = watermark.closed_sql(end, state.watermark, run.time_type)
+        # Every session still open is among them: its key has rows from `open_from` on, or a change.
+        state = kept_again(run, state, recomputed.where(f"NOT ({closed})"))
+        recomputed = recomputed.where(closed)
     if settled:  # only sessions closing for the first time are new to the view
         closed = watermark.closed_sql(end, run.previous.watermark, run.time_type)
         return state, writes.append(recomputed.where(f"NOT ({closed})"))
@@ -76,6 +85,50 @@ def refresh_sessions(run: Run, changes: str, state: RefreshState) -> tuple[Refre
     current = spark.sql(f"SELECT a.* FROM {run.view.name} a LEFT SEMI JOIN {regions} b ON {match} "
                         f"AND {micros_sql(start, t)} >= b.lo AND {micros_sql('a.' + end, t)} - {w.size} <= b.hi")
     return state, writes.merge(run, recomputed, current)
+
+
+def folded_sessions(run: Run, changes: str, state: RefreshState) -> tuple[RefreshState, writes.Write]:
+    """Open sessions kept (mv/open_windows.py), changes that are not late and only insert, a settled
+    view (`refresh_sessions`): the sessions of the inserted rows alone (the view's query over them)
+    and the kept ones fold, per key, where one reaches the next (a row joins a session when
+    t <= last + gap, and a session ends at last + gap): their bounds widen, count and sum add up,
+    min and max compare (combine.folded). One aggregation; the source is not read. Sessions the new
+    watermark closes go to the view, appended (a settled view holds none of them); the rest replace
+    the kept ones.
+
+    Example: kept a [00:01, 00:11) n=2; inserts a 00:09 and a 00:30 (gap 10 min) give
+    a [00:01, 00:19) n=3, and a [00:30, 00:40) n=1.
+    """
+    info, t = run.info, run.time_type
+    keys = [c.name for c in info.output if c.window_role == "session_key"]
+    start, end = quote(info.window_start), quote(info.window_end)
+    names = ", ".join(quote(c) for c in run.columns)
+    order = (f"PARTITION BY {', '.join(map(quote, keys))} " if keys else "") + f"ORDER BY {start}, {end}"
+    fold = folded(info.output, keys, {info.window_start: "min", info.window_end: "max"})
+    rows = run.spark.sql(f"""
+        WITH items AS (SELECT {names}, true AS __touched FROM ({run.query_over({info.source_tables[0]: changes})})
+                       UNION ALL SELECT {names}, false AS __touched FROM {run.open_state.rows}),
+        marked AS (SELECT *, CASE WHEN {start} <= max({end}) OVER ({order} ROWS BETWEEN UNBOUNDED PRECEDING
+                   AND 1 PRECEDING) THEN 0 ELSE 1 END AS __starts FROM items),
+        grouped AS (SELECT *, sum(__starts) OVER ({order} ROWS UNBOUNDED PRECEDING) AS __session FROM marked)
+        SELECT {', '.join(fold)}, bool_or(__touched) AS __touched
+        FROM grouped GROUP BY {', '.join([quote(k) for k in keys] + ['__session'])}""").localCheckpoint()
+    closed = watermark.closed_sql(end, state.watermark, t)
+    touched, first = rows.selectExpr("count_if(__touched)",
+                                     f"min(IF({closed}, NULL, {micros_sql(start, t)}))").first()
+    run.outcome.groups_combined = touched
+    rows = rows.drop("__touched")
+    open_from = first if first is not None else state.watermark + 1 if state.watermark is not None else None
+    state = kept_again(run, replace(state, open_from=open_from), rows.where(f"NOT ({closed})"))
+    return state, writes.append(rows.where(closed))
+
+
+def kept_again(run: Run, state: RefreshState, still_open: DataFrame) -> RefreshState:
+    """`state` naming the open sessions `still_open`, kept for the next refresh (mv/open_windows.py),
+    if the view keeps them."""
+    if run.open_state is None:
+        return state
+    return replace(state, open_id=open_windows.replace(run, still_open))
 
 
 def session_regions(run: Run, changes: str, open_from: int | None, touching_view: bool) -> str:
@@ -107,17 +160,17 @@ def session_regions(run: Run, changes: str, open_from: int | None, touching_view
         {merged_spans(keys)}""").localCheckpoint(), "regions")  # not cached: it reads the view (combine.py)
 
 
-def session_watermark(run: Run, changes: str) -> tuple[RefreshState, str]:
-    """The state after the changes (event time, watermark) and the changes that are not late;
-    the late ones written to the late table and counted."""
+def session_watermark(run: Run, changes: str) -> tuple[RefreshState, str, int]:
+    """The state after the changes (event time, watermark), the changes that are not late and how
+    many of them retract a row; the late ones written to the late table and counted."""
     d, previous = run.view.definition, run.previous
     grace = interval_micros(run.spark, d.grace)
-    on_time, late_view, late, latest = session_lateness.split(run, changes, previous.watermark, grace)
+    on_time, late_view, late, latest, retracted = session_lateness.split(run, changes, previous.watermark, grace)
     if late:
         write_late_rows(run, run.spark.table(late_view))
         run.outcome.late_rows += late
     progress.checkpoint("late_rows_written")
-    return RefreshState(run.outcome.refresh_id, dict(run.targets), *advanced(run, [latest])), on_time
+    return RefreshState(run.outcome.refresh_id, dict(run.targets), *advanced(run, [latest])), on_time, retracted
 
 
 def merged_spans(keys: list[str]) -> str:

@@ -79,6 +79,34 @@ def test_open_windows_are_kept_through_inserts_updates_deletes_and_late_rows(spa
         refreshed(spark, view, query)
 
 
+SESSIONS = ("SELECT item, window_start, window_end, count(*) AS n, sum(price) AS total, max(price) AS high "
+            "FROM SESSION(TABLE({bids}) PARTITION BY item, DESCRIPTOR(ts), INTERVAL '10' MINUTES) "
+            "GROUP BY item, window_start, window_end")
+
+
+def test_open_sessions_are_kept_and_fold_with_inserts(spark, given):
+    """Inserts fold with the kept sessions (groups combined) while every session in the view is
+    final (without GRACE, always); under a retraction, the sessions are recomputed from the source
+    and the kept ones built again. (With GRACE, a view holding a session not final yet does so too:
+    test_mv_exactly_once and the Nexmark check run such views.)"""
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "a", "00:08", 7), bid(3, "b", "00:31", 1))
+    query = SESSIONS.format(bids=bids)
+    view = given.view(query, "WATERMARK FOR ts AS ts - INTERVAL '30' MINUTES EMIT ON WINDOW CLOSE")
+    check(spark, view, query)
+    rounds = [   # (change, folded)
+        (f"INSERT INTO {bids} VALUES {values(bid(4, 'b', '00:48', 2), bid(5, 'c', '00:40', 3))}", True),
+        (f"INSERT INTO {bids} VALUES {values(bid(6, 'b', '00:39', 9), bid(7, 'd', '01:10', 1))}", True),
+        (f"UPDATE {bids} SET price = 1 WHERE id = 6", False),    # a retraction: recomputed
+        (f"INSERT INTO {bids} VALUES {values(bid(8, 'e', '01:30', 5))}", True),   # b and c close untouched
+        (f"DELETE FROM {bids} WHERE id = 7", False),             # an open session goes
+        (f"INSERT INTO {bids} VALUES {values(bid(9, 'a', '01:45', 6), bid(10, 'e', '01:38', 1))}", True),
+    ]   # the first closes a's session; the second joins b's two (00:31, 00:48) by a row between them
+    for statement, folded in rounds:
+        spark.sql(statement)
+        outcome = refreshed(spark, view, query)
+        assert (outcome.groups_combined > 0) == folded, statement
+
+
 def test_a_window_that_closes_untouched_comes_from_the_kept_rows(spark, given):
     bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:05", 7))
     query = windowed(bids)
