@@ -34,8 +34,8 @@ def refresh_sessions(run: Run, changes: str, state: RefreshState) -> tuple[Refre
     not late reaches one: the regions need not read the view, a recomputed session closed before
     is one the view holds as it is (or a part of one, cut at `open_from`), and the sessions
     closing for the first time are appended, not merged. When the view also keeps its open
-    sessions (mv/open_windows.py), those fold with the changes' own sessions instead
-    (`folded_sessions`): the source is read only for the open sessions a retraction falls in.
+    sessions (mv/open_windows.py) and the changes only insert, those fold with the changes' own
+    sessions instead (`folded_sessions`): the source is not read.
     """
     spark, w, info = run.spark, run.info.windows[0], run.info
     open_from, settled = None, False
@@ -45,8 +45,9 @@ def refresh_sessions(run: Run, changes: str, state: RefreshState) -> tuple[Refre
             open_from = run.previous.open_from if run.previous.open_from is not None else -INFINITY
             settled = session_lateness.settled(run, run.previous.watermark,
                                                interval_micros(spark, run.view.definition.grace))
-            if settled and run.open_state is not None and run.open_state.rows is not None:
-                return folded_sessions(run, changes, state, retracted > 0)
+            kept = run.open_state is not None and run.open_state.rows is not None
+            if settled and kept and not retracted:
+                return folded_sessions(run, changes, state)
     keys, source = [quote(k) for k in w.partition_by], info.source_tables[0]
     match = " AND ".join([f"a.{k} <=> b.{k}" for k in keys] or ["true"])
     regions = session_regions(run, changes, open_from, touching_view=not settled)
@@ -86,15 +87,14 @@ def refresh_sessions(run: Run, changes: str, state: RefreshState) -> tuple[Refre
     return state, writes.merge(run, recomputed, current)
 
 
-def folded_sessions(run: Run, changes: str, state: RefreshState, retracted: bool) -> tuple[RefreshState, writes.Write]:
-    """Open sessions kept (mv/open_windows.py), the changes that are not late, a settled view
-    (`refresh_sessions`): the sessions of the inserted rows alone (the view's query over them)
+def folded_sessions(run: Run, changes: str, state: RefreshState) -> tuple[RefreshState, writes.Write]:
+    """Open sessions kept (mv/open_windows.py), changes that are not late and only insert, a settled
+    view (`refresh_sessions`): the sessions of the inserted rows alone (the view's query over them)
     and the kept ones fold, per key, where one reaches the next (a row joins a session when
     t <= last + gap, and a session ends at last + gap): their bounds widen, count and sum add up,
-    min and max compare (combine.folded). One aggregation. A retraction may split the session it
-    falls in: those sessions are recomputed from the source rows of their spans instead
-    (`retracted_spans`), which is the only source read. Sessions the new watermark closes go to the
-    view, appended (a settled view holds none of them); the rest replace the kept ones.
+    min and max compare (combine.folded). One aggregation; the source is not read. Sessions the new
+    watermark closes go to the view, appended (a settled view holds none of them); the rest replace
+    the kept ones.
 
     Example: kept a [00:01, 00:11) n=2; inserts a 00:09 and a 00:30 (gap 10 min) give
     a [00:01, 00:19) n=3, and a [00:30, 00:40) n=1.
@@ -105,11 +105,9 @@ def folded_sessions(run: Run, changes: str, state: RefreshState, retracted: bool
     names = ", ".join(quote(c) for c in run.columns)
     order = (f"PARTITION BY {', '.join(map(quote, keys))} " if keys else "") + f"ORDER BY {start}, {end}"
     fold = folded(info.output, keys, {info.window_start: "min", info.window_end: "max"})
-    parts = retracted_spans(run, changes) if retracted else {"changes": changes, "kept": run.open_state.rows}
-    fresh = [run.query_over({info.source_tables[0]: parts[p]}) for p in ("changes", "spans") if p in parts]
     rows = run.spark.sql(f"""
-        WITH items AS ({' UNION ALL '.join([f"SELECT {names}, true AS __touched FROM ({q})" for q in fresh]
-                                          + [f"SELECT {names}, false AS __touched FROM {parts['kept']}"])}),
+        WITH items AS (SELECT {names}, true AS __touched FROM ({run.query_over({info.source_tables[0]: changes})})
+                       UNION ALL SELECT {names}, false AS __touched FROM {run.open_state.rows}),
         marked AS (SELECT *, CASE WHEN {start} <= max({end}) OVER ({order} ROWS BETWEEN UNBOUNDED PRECEDING
                    AND 1 PRECEDING) THEN 0 ELSE 1 END AS __starts FROM items),
         grouped AS (SELECT *, sum(__starts) OVER ({order} ROWS UNBOUNDED PRECEDING) AS __session FROM marked)
@@ -123,47 +121,6 @@ def folded_sessions(run: Run, changes: str, state: RefreshState, retracted: bool
     open_from = first if first is not None else state.watermark + 1 if state.watermark is not None else None
     state = kept_again(run, replace(state, open_from=open_from), rows.where(f"NOT ({closed})"))
     return state, writes.append(rows.where(closed))
-
-
-def retracted_spans(run: Run, changes: str) -> dict[str, str]:
-    """For `folded_sessions` under retractions, three disjoint parts of the rows (relations in
-    FROM): 'spans', the source's rows (late changes undone) in the span of each kept session a
-    retraction falls in, or at the retraction's own time when it falls in none (a row inserted and
-    deleted within the change); 'changes', the inserted rows outside those spans; 'kept', the kept
-    sessions no retraction falls in. Kept sessions' spans never overlap (they would be one), so
-    each row is in one part, and every part's sessions are whole sessions of its rows.
-    """
-    spark, w, t = run.spark, run.info.windows[0], run.time_type
-    keys, time = [quote(k) for k in w.partition_by], quote(w.time_column)
-    start, end = quote(run.info.window_start), quote(run.info.window_end)
-
-    def match(a: str, b: str) -> str:
-        return " AND ".join([f"{a}.{k} <=> {b}.{k}" for k in keys] or ["true"])
-
-    a_keys = "".join(f"r.{k}, " for k in keys)
-    spans = spark.sql(f"""
-        WITH r AS (SELECT DISTINCT {''.join(k + ', ' for k in keys)}{micros_sql(time, t)} AS t FROM {changes}
-                   WHERE __sign = -1 AND {time} IS NOT NULL),
-        chosen AS (SELECT DISTINCT {''.join(f"k.{k}, " for k in keys)}{micros_sql('k.' + start, t)} AS lo,
-                          {micros_sql('k.' + end, t)} AS hi
-                   FROM {run.open_state.rows} k JOIN r ON {match('k', 'r')}
-                   WHERE r.t BETWEEN {micros_sql('k.' + start, t)} AND {micros_sql('k.' + end, t)})
-        SELECT * FROM chosen
-        UNION ALL SELECT {a_keys}r.t AS lo, r.t AS hi FROM r LEFT ANTI JOIN chosen c
-                  ON {match('r', 'c')} AND r.t BETWEEN c.lo AND c.hi""").localCheckpoint()
-    name = run.temp_view(spans, "spans")
-    low, high, run.outcome.groups_recomputed = spans.selectExpr("min(lo)", "max(hi)", "count(*)").first()
-    in_span = f"{match('a', 'b')} AND {micros_sql('a.' + time, t)} BETWEEN b.lo AND b.hi"
-    rows = session_lateness.without_late(run, run.source(run.info.source_tables[0]))
-    return {
-        "spans": run.temp_view(spark.sql(  # a constant time range too: Delta skips the other files
-            f"SELECT a.* FROM {rows} a LEFT SEMI JOIN {name} b ON {in_span} "
-            f"WHERE a.{time} BETWEEN {time_sql(low, t)} AND {time_sql(high, t)}"), "span_rows"),
-        "changes": run.temp_view(spark.sql(
-            f"SELECT a.* FROM {changes} a LEFT ANTI JOIN {name} b ON {in_span} WHERE a.__sign = 1"), "inserted"),
-        "kept": f"(SELECT k.* FROM {run.open_state.rows} k LEFT ANTI JOIN {name} b "
-                f"ON {match('k', 'b')} AND {micros_sql('k.' + start, t)} = b.lo)",
-    }
 
 
 def kept_again(run: Run, state: RefreshState, still_open: DataFrame) -> RefreshState:

@@ -45,7 +45,7 @@ def test_refresh_stopped_at_every_step_then_rerun_is_exactly_once(spark, kind):
     crash_job.setup(spark, kind)
     try:
         for n, step in enumerate(KILL_POINTS, start=1):
-            # sessions fold inserts into the open ones; a retraction's session is recomputed
+            # sessions fold inserts into the open ones, and recompute them under retractions
             crash_job.batch(spark, n, retracting=kind == "tumble" or n % 3 == 1)
             with pytest.raises(progress.Crash), progress.crashing_at(step):
                 refresh.refresh(spark, "killed")
