@@ -69,10 +69,12 @@ def split(run, changes: str, watermark: int | None, grace: int) -> tuple[str, st
     return on_time, too_late, late, latest, retracted
 
 
-def without_late(run, rows: str) -> str:
+def without_late(run, rows: str, between: tuple[int, int] | None = None) -> str:
     """The source rows `rows` (a relation in FROM) with the view's late changes undone: each late
     insert's row taken out once, each late delete's row put back once (rows compared on every column).
     `rows` is a whole source: a late delete puts its row back wherever it is, so select from the result.
+    `between` (µs, both included): the caller selects only rows of that time, so only the late
+    changes of that time are read (the late table grows with every refresh; Delta skips its files).
 
     Example: rows {x, x, y}, a late insert of x and a late delete of z give {x, y, z}.
     """
@@ -86,9 +88,11 @@ def without_late(run, rows: str) -> str:
                        else f"CAST(NULL AS {f.dataType.simpleString()}) AS {quote(f.name)}" for f in schema)
     same = " AND ".join(f"r.{c} <=> l.{c}" for c in columns)
     cols = ", ".join(columns)
+    time, t = quote(run.info.windows[0].time_column), run.time_type
+    where = f" WHERE {time} BETWEEN {time_sql(between[0], t)} AND {time_sql(between[1], t)}" if between else ""
     late = run.temp_view(spark.sql(
-        f"SELECT {cols}, sum(-_change_sign) AS __n FROM (SELECT {picked}, _change_sign FROM {run.view.late_table}) "
-        f"GROUP BY {cols} HAVING sum(_change_sign) <> 0"), "late_net")
+        f"SELECT {cols}, sum(-_change_sign) AS __n FROM (SELECT {picked}, _change_sign FROM {run.view.late_table}"
+        f"{where}) GROUP BY {cols} HAVING sum(_change_sign) <> 0"), "late_net")
     return run.temp_view(spark.sql(f"""
         SELECT /*+ BROADCAST(l) */ r.* FROM {rows} r LEFT ANTI JOIN {late} l ON {same}
         UNION ALL

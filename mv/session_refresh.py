@@ -56,9 +56,11 @@ def refresh_sessions(run: Run, changes: str, state: RefreshState) -> tuple[Refre
         return kept_again(run, state, spark.sql(f"SELECT * FROM ({run.query}) WHERE false")), writes.STATE_ONLY
     within = " AND ".join([f"a.{quote(w.time_column)} >= {time_sql(low, run.time_type)}"] * (low > -INFINITY)
                           + [f"a.{quote(w.time_column)} <= {time_sql(high, run.time_type)}"] * (high < INFINITY))
-    # Late changes are undone in the whole source, so the regions select from what that leaves
-    # (their time range still reaches the Delta scan).
-    effective = session_lateness.without_late(run, run.source(source)) if late_sessions(run) else run.source(source)
+    # Late changes are undone in the source (only those of the regions' time range, when bounded),
+    # so the regions select from what that leaves (their time range still reaches the Delta scan).
+    bounded = (low, high) if -INFINITY < low and high < INFINITY else None
+    effective = (session_lateness.without_late(run, run.source(source), bounded)
+                 if late_sessions(run) else run.source(source))
     # LEFT SEMI JOIN, not EXISTS: Spark decorrelates this EXISTS into a nested-loop join of every
     # distinct time with every region (the range alone), then matches keys; the join hashes the keys.
     time_us = micros_sql(f"a.{quote(w.time_column)}", run.time_type)
