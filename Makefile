@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed-$(SPARK)
 # The other Spark lines the compatibility subset runs on, each in a virtual environment of its own.
 COMPAT_SPARK ?= 4.0.5 4.1.4
 
-.PHONY: setup demo test test-compat bench clean
+.PHONY: setup demo test test-slow test-compat bench clean
 
 setup: $(STAMP)
 	@$(PY) -c "from mv import jars; raise SystemExit(jars.main())"
@@ -27,7 +27,12 @@ demo: setup
 	$(PY) -m mv.demo
 
 test: setup
-	$(PY) -m pytest --durations=25
+	$(PY) -m pytest -m "not slow" --durations=25
+
+# The tests marked `slow`: processes killed at random moments, the Nexmark benchmark's contenders,
+# a local cluster (about 5 minutes; CI runs them after make test).
+test-slow: setup
+	$(PY) -m pytest -m slow --durations=5
 
 # The tests marked `compat` (window functions against their oracles, CREATE/REFRESH with retractions
 # and late rows, a Connect round trip) on each of COMPAT_SPARK.

@@ -23,8 +23,6 @@ import mv
 from mv.connect_server import free_port
 from tests import statement_suite
 
-pytestmark = pytest.mark.slow
-
 START_TIMEOUT_S = 180
 
 # Flink's Bid table and its TUMBLE + SUM example (tests/fixtures/window_examples/flink.txt).

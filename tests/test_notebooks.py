@@ -61,7 +61,6 @@ def test_notebook_is_committed_without_outputs(path):
     assert "except NameError" in code[0].source  # Databricks: keep the notebook's own `spark`
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_end_to_end(path, kernel):
     notebook = nbformat.read(path, as_version=4)
