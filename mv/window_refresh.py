@@ -74,7 +74,8 @@ def refresh_windows(run: Run, changes: dict[str, str], first: Touched) -> tuple[
     combining = combinable(run.info) and scattered(run, affected)
     kept_open = run.open_state is not None and run.open_state.rows is not None
     how = kept_how(run, first, live) if kept_open else None
-    weighed = weigh(run, affected, newly_closed, combining, (live if how == "recomputed" else []) if how else None)
+    from_source = None if how is None else live if how == "recomputed" else []  # of the kept windows
+    weighed = weigh(run, affected, newly_closed, combining, from_source)
     for i, name in enumerate(windowed):
         count = sum(n for (part, _, e), n in counts.items() if part == i and watermark.is_final(e, old_wm, grace))
         if count:
@@ -133,8 +134,10 @@ def weigh(run: Run, affected, newly_closed, combining: bool,
     end, t = quote(run.info.window_end), run.time_type
     written = kept_windows(run, window_ranges(run, affected, ""), newly_closed, end, t)
     closing = just_closed(end, newly_closed, t)  # combined windows are not read from the source; closing ones are
-    read = (window_ranges(run, kept_open, "") if kept_open else None) if kept_open is not None \
-        else closing if combining else written
+    if kept_open is not None:  # closing windows come from the kept rows; only recomputed ones are read
+        read = window_ranges(run, kept_open, "") if kept_open else None
+    else:
+        read = closing if combining else written
     source = f"SELECT * FROM ({run.query}) WHERE {read}" if read else None
     found = estimate.planned(run.spark, run.view.name, run.query,
                              (source, f"SELECT * FROM {run.view.name} WHERE {written}"), run.sizes,

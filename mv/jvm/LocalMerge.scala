@@ -36,8 +36,9 @@ import org.apache.spark.sql.types.{BinaryType, BooleanType, ByteType, DataType, 
  * `mv.localMergeRows` rows (20,000; 0 turns it off): files read whole counted by their statistics,
  * files that keep their rows under a deletion vector (read through `target_filter`, which
  * statistics cannot count) by reading at most that many rows plus one per partition; when the
- * source's scans read more than 256 bytes per such row (5.1 MB) after file skipping, when ON has no equality to hash on, a subquery, or keys whose
- * equality is not that of their bytes (floating point, collated strings, nested types), and when
+ * source's scans read more than 256 bytes per such row (5.1 MB) after file skipping, when ON has
+ * no equality to hash on, a subquery, or keys whose equality is not that of their bytes
+ * (floating point, collated strings, nested types), and when
  * the source returns more rows than the limit, which the distributed merge then computes again.
  *
  * Example: a 1,000-row change touching 18 one-minute windows of 100 keys: the view's file (1,700
