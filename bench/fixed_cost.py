@@ -76,7 +76,7 @@ def timed(spark, action) -> dict:
     seconds = time.perf_counter() - started
     spent = where_time_went(spark, marker, seconds) or {}
     return {"seconds": round(seconds, 3), "executions": spent.get("executions"),
-            "phases": spent.get("phases"), "result": result}
+            "phases": spent.get("phases"), "profile": spent.get("profile"), "result": result}
 
 
 def refresh(spark) -> dict:
@@ -150,8 +150,10 @@ def markdown_table(runs: list[dict]) -> str:
     for title, key, form, target in rows:
         lines.append(f"| {title} | " + " | ".join(form.format(r["summary"][key]) for r in runs) + f" | {target} |")
     newest = runs[-1]
-    first = newest["rounds"][0]["refresh"]["phases"] or {}
-    phases = "\n".join(f"| {label} | {seconds:.2f} |" for label, seconds in list(first.items())[:10])
+    profiled = _median_refresh(newest["rounds"])
+    phases = "\n".join(f"| {label} | {seconds:.2f} |" for label, seconds in (profiled["phases"] or {}).items())
+    steps = "\n".join(f"| {s['at']:.2f} | {s['seconds']:.2f} | {s['phase'].removeprefix('refresh, ')} | `{s['plan']}` |"
+                      for s in profiled.get("profile") or [])
     when = "; ".join(f"{r['label']}: {r['when']}, {len(r['rounds'])} rounds" for r in runs)
     return f"""A {newest['change_rows']:,}-row append to a {newest['source_rows']:,}-row source, then REFRESH of a
 TUMBLE 1-minute view (100 keys, count + sum, EMIT ON UPDATE); the same rows appended to a plain
@@ -159,11 +161,25 @@ Delta table. Medians over the rounds of each run ({when}; {newest['machine']['co
 
 {chr(10).join(lines)}
 
-Where the first refresh of run "{newest['label']}" spent its time (top-level Spark SQL executions, seconds):
+Where the median refresh of run "{newest['label']}" ({profiled['seconds']:.2f} s) spent its time, by the
+refresh's phases (mv/progress.py describes its Spark SQL executions by phase in Spark's UI; seconds):
 
 | phase | s |
 | --- | ---: |
-{phases}"""
+{phases}
+
+Its Spark SQL executions (started at seconds after the statement's start, their seconds, phase, top of
+the physical plan):
+
+| at | s | phase | plan |
+| ---: | ---: | --- | --- |
+{steps}"""
+
+
+def _median_refresh(rounds: list[dict]) -> dict:
+    """The refresh of the median round by seconds (the profile of a typical refresh, not the cold first)."""
+    ordered = sorted((r["refresh"] for r in rounds), key=lambda r: r["seconds"])
+    return ordered[(len(ordered) - 1) // 2]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -242,12 +242,14 @@ def execution_marker(spark) -> int:
 
 
 def where_time_went(spark, after: int, wall: float) -> dict | None:
-    """Seconds per kind of top-level SQL execution run since ``after``, the steps of MERGE, files read per table.
+    """Seconds per kind of top-level SQL execution run since ``after`` (a REFRESH statement's split into
+    the refresh's phases, as mv/progress.py labels its executions), the steps of MERGE, files read per
+    table, and the profile: each execution inside a REFRESH statement.
 
     Example:
         >>> marker = execution_marker(spark); mv.sql(spark, "REFRESH MATERIALIZED VIEW v").collect()
-        >>> where_time_went(spark, marker, wall=12.3)["phases"]
-        {'MERGE into the view': 9.1, 'DESCRIBE HISTORY': 0.8, ..., 'driver only (between Spark executions)': 1.2}
+        >>> where_time_went(spark, marker, wall=3.3)["phases"]
+        {'refresh, merging': 1.1, 'refresh, reading changes': 0.9, ..., 'refresh, driver (between its Spark executions)': 0.4}
     """
     try:
         executions = _executions_since(spark, after)
@@ -256,8 +258,9 @@ def where_time_went(spark, after: int, wall: float) -> dict | None:
     phases: dict[str, float] = {}
     steps: dict[str, list[tuple[float, float]]] = {}
     files: dict[str, int] = {}
+    refreshes = {e["root"] for e in executions if e["id"] != e["root"] and e["description"].startswith(REFRESH_LABEL)}
     for e in executions:
-        if e["id"] == e["root"]:
+        if e["id"] == e["root"] and e["id"] not in refreshes:
             label = next((name for name, marker in PHASES if marker in e["plan"]), None)
             label = label or "other queries: " + _call_site(e["description"])
             phases[label] = phases.get(label, 0.0) + e["end"] - e["start"]
@@ -266,11 +269,40 @@ def where_time_went(spark, after: int, wall: float) -> dict | None:
             steps.setdefault(step, []).append((e["start"], e["end"]))
         for table, count in e["files"].items():
             files[table] = files.get(table, 0) + count
+    phases |= _refresh_phases(executions, refreshes)
+    profile = [step for e in executions if (step := _step(e, refreshes))]
     phases[DRIVER] = max(0.0, wall - sum(phases.values()))
     # A MERGE job may run nested jobs with the same description: count the time they cover once.
     merge_steps = {step: _covered(spans) for step, spans in steps.items()}
     return {"phases": _rounded(phases), "merge_steps": _rounded(merge_steps), "files_read": files,
-            "executions": len(executions)}
+            "executions": len(executions), "profile": profile}
+
+
+REFRESH_LABEL = "mv refresh "   # how mv/progress.py describes the executions of a refresh in Spark's UI
+
+
+def _refresh_phase(e: dict, refreshes: set[int]) -> str | None:
+    """The refresh phase an execution inside a REFRESH statement belongs to, from its description
+    (Delta's own jobs describe themselves: "Delta: Compute snapshot for version: N"); None outside."""
+    if e["id"] == e["root"] or e["root"] not in refreshes:
+        return None
+    if e["description"].startswith(REFRESH_LABEL):
+        return "refresh, " + e["description"].split(": ", 1)[-1]
+    return "refresh, other: " + re.sub(r"\d+", "N", e["description"])[:60]
+
+
+def _refresh_phases(executions: list[dict], refreshes: set[int]) -> dict[str, float]:
+    """The REFRESH statements' seconds split into the refresh's phases (the time their executions of
+    each phase cover) and the driver work between them."""
+    spans: dict[str, list[tuple[float, float]]] = {}
+    for e in executions:
+        if phase := _refresh_phase(e, refreshes):
+            spans.setdefault(phase, []).append((e["start"], e["end"]))
+    split = {phase: _covered(covered) for phase, covered in spans.items()}
+    statements = sum(e["end"] - e["start"] for e in executions if e["id"] in refreshes)
+    if refreshes:
+        split["refresh, driver (between its Spark executions)"] = max(0.0, statements - sum(split.values()))
+    return split
 
 
 def _covered(spans: list[tuple[float, float]]) -> float:
@@ -284,6 +316,24 @@ def _covered(spans: list[tuple[float, float]]) -> float:
 
 def _rounded(seconds: dict[str, float]) -> dict[str, float]:
     return {k: round(v, 2) for k, v in sorted(seconds.items(), key=lambda kv: -kv[1])}
+
+
+def _step(e: dict, refreshes: set[int]) -> dict | None:
+    """An execution inside a REFRESH statement: its phase, what it did (the top of its physical plan),
+    its start after the statement's and its seconds."""
+    if not (phase := _refresh_phase(e, refreshes)):
+        return None
+    return {"phase": phase, "plan": _plan_head(e["plan"]),
+            "seconds": round(e["end"] - e["start"], 2), "at": round(e["start"] - e["root_start"], 2)}
+
+
+def _plan_head(plan: str) -> str:
+    """The physical plan's top operator, e.g. 'Execute MergeIntoCommand' or 'CollectLimit 21'."""
+    for line in plan.splitlines():
+        line = line.strip(" +-*:()0123456789")
+        if line and not line.startswith("==") and line != "AdaptiveSparkPlan isFinalPlan=true":
+            return line[:80]
+    return ""
 
 
 def _call_site(description: str) -> str:
@@ -307,7 +357,9 @@ def _executions_since(spark, after: int, settle_s: float = 5.0) -> list[dict]:
         if all(e.completionTime().isDefined() for e in found) or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    return [_execution(store, e) for e in found]
+    executions = [_execution(store, e) for e in found]
+    starts = {e["id"]: e["start"] for e in executions}
+    return [e | {"root_start": starts.get(e["root"], e["start"])} for e in executions]
 
 
 def _execution(store, e) -> dict:
@@ -327,6 +379,7 @@ def _execution(store, e) -> dict:
                         files[table] = files.get(table, 0) + count
     return {"id": e.executionId(), "root": e.rootExecutionId(), "description": e.description(),
             "start": start, "end": end, "plan": plan[:2000], "files": files}
+
 
 
 def _scala_list(seq) -> list:

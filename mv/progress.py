@@ -1,5 +1,5 @@
-"""Where a refresh is: the phases a progress display follows (`watching`), and the points where
-crash tests kill it (`checkpoint`, `crashing_at`).
+"""Where a refresh is: the phases a progress display follows (`watching`) and Spark's UI shows
+(`labelled`), and the points where crash tests kill it (`checkpoint`, `crashing_at`).
 
 Example:
     >>> with progress.watching(lambda view, phase: print(view, phase)):
@@ -77,3 +77,35 @@ def phase(view: str, name: str) -> None:
     """Tell the watchers that the refresh of `view` enters the phase `name` (one of PHASES)."""
     for watcher in list(_watchers):
         watcher(view, name)
+
+
+JOB_DESCRIPTION = "spark.job.description"   # what Spark's UI shows for the SQL executions of a thread
+
+
+@contextmanager
+def labelled(spark, view: str) -> Iterator[None]:
+    """Spark SQL executions of the refresh of `view` in the block are described in Spark's UI (and its
+    REST API) as "mv refresh <view>: <phase>"; the thread's own description comes back afterwards.
+    Under Spark Connect the block changes nothing: the server's executions are described there.
+
+    Example:
+        >>> with progress.labelled(spark, "hourly"):
+        ...     progress.phase("hourly", "planning"); spark.sql("SELECT 1").collect()
+        # the SQL tab lists "mv refresh hourly: planning"
+    """
+    try:
+        context = spark.sparkContext
+        before = context.getLocalProperty(JOB_DESCRIPTION)
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext here
+        yield
+        return
+
+    def describe(name: str, entered: str) -> None:
+        if name == view:
+            context.setLocalProperty(JOB_DESCRIPTION, f"mv refresh {view}: {entered}")
+
+    try:
+        with watching(describe):
+            yield
+    finally:
+        context.setLocalProperty(JOB_DESCRIPTION, before)

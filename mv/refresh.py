@@ -90,7 +90,8 @@ def estimated(spark: SparkSession, name: str) -> estimate.Estimate | None:
 @contextmanager
 def _own_session(spark: SparkSession, view: View) -> Iterator[SparkSession]:
     """A session for one refresh with the caller's settings, catalog and database; afterwards the
-    caller's session is the active one again and a Spark Connect clone is released on the server."""
+    caller's session is the active one again and a Spark Connect clone is released on the server.
+    Its Spark SQL executions are described by the refresh's phase in Spark's UI (`progress.labelled`)."""
     if hasattr(spark, "cloneSession"):  # Spark Connect has no newSession; a clone has the caller's settings
         work = spark.cloneSession()
     else:
@@ -102,7 +103,8 @@ def _own_session(spark: SparkSession, view: View) -> Iterator[SparkSession]:
     work.catalog.setCurrentCatalog(spark.catalog.currentCatalog())   # names resolve as in the caller's
     work.catalog.setCurrentDatabase(spark.catalog.currentDatabase())
     try:
-        yield work
+        with progress.labelled(work, view.name):
+            yield work
     finally:
         _release(spark, work)
 

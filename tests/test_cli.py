@@ -311,6 +311,23 @@ def test_a_refresh_reports_each_phase_it_enters_to_whoever_watches(spark, given)
     assert len(seen) == len(progress.PHASES)  # no longer watched
 
 
+def test_spark_ui_describes_each_execution_of_a_refresh_statement_by_its_phase(spark, given):
+    source = given.source(("a", "00:01", 4))
+    view = given.view(source)
+    given.insert(source, ("b", "00:02", 5))
+    store = spark._jsparkSession.sharedState().statusStore()
+    before = store.executionsCount()
+    spark.sparkContext.setLocalProperty("spark.job.description", "the caller's cell")
+    try:
+        spark.sql(f"REFRESH MATERIALIZED VIEW {view}").collect()
+        assert spark.sparkContext.getLocalProperty("spark.job.description") == "the caller's cell"
+    finally:
+        spark.sparkContext.setLocalProperty("spark.job.description", None)
+    listed = store.executionsList(before, store.executionsCount() - before)
+    described = {listed.apply(i).description() for i in range(listed.size())}
+    assert {f"mv refresh {view}: {phase}" for phase in progress.PHASES if phase != "recomputing"} <= described
+
+
 def test_refresh_due_refreshes_only_the_views_their_schedule_says_are_due(run, given):
     source = given.source(("a", "00:01", 4))
     triggered = given.view(source, "TRIGGER ON UPDATE")
