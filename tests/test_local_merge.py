@@ -69,15 +69,18 @@ def feed(spark, view):
 
 
 def merged_locally(spark, statement) -> bool:
-    """Whether the refresh classified its merge in the driver, as the Spark UI's executions show.
-    The status store's listener records them asynchronously: wait for the commit's own."""
+    """Whether the refresh classified its merge in the driver, as the Spark UI's executions show:
+    no full outer join of the view's rows and the source's. The status store's listener records
+    them asynchronously: wait for the commit's own."""
     marker = execution_marker(spark)
     spark.sql(statement).collect()
     deadline = time.monotonic() + 30
+    store = spark._jsparkSession.sharedState().statusStore()
     while True:
         executions = _executions_since(spark, marker)
         if any("RefreshCommitCommand" in e["plan"] for e in executions) or time.monotonic() > deadline:
-            return any("LocalMerge" in str(e["description"]) for e in executions)
+            plans = [store.execution(e["id"]).get().physicalPlanDescription() for e in executions]
+            return not any("FullOuter" in plan for plan in plans)
         time.sleep(0.2)
 
 

@@ -1,10 +1,9 @@
 package io.mvengine
 
 import scala.collection.mutable
-import scala.jdk.CollectionConverters._
 
-import org.apache.spark.sql.{DataFrame, Row}
-import org.apache.spark.sql.catalyst.CatalystTypeConverters
+import org.apache.spark.sql.DataFrame
+import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.analysis.UnresolvedAttribute
 import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, AttributeSet, BindReferences, EqualNullSafe,
   EqualTo, Expression, GenericInternalRow, InterpretedUnsafeProjection, JoinedRow, Literal, SubqueryExpression, UnsafeProjection,
@@ -15,9 +14,11 @@ import org.apache.spark.sql.catalyst.plans.logical.{Join, JoinHint, LocalLimit, 
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.delta.DataFrameUtils
+import org.apache.spark.sql.execution.SQLExecution
 import org.apache.spark.sql.execution.datasources.LogicalRelation
 import org.apache.spark.sql.types.{BinaryType, BooleanType, ByteType, DataType, DateType, DecimalType, IntegerType,
   LongType, ShortType, StringType, StructField, StructType, TimestampNTZType, TimestampType}
+import org.apache.spark.unsafe.types.UTF8String
 
 /**
  * A refresh's merge classified in the driver when both sides are small: the view's candidate rows
@@ -27,10 +28,12 @@ import org.apache.spark.sql.types.{BinaryType, BooleanType, ByteType, DataType, 
  *
  * Why: the distributed merge is a full outer join with a shuffle on each side and a pass over its
  * cached result, five to ten Spark jobs whose scheduling, not their rows, takes 0.5-1 s of a small
- * refresh on two cores. Collecting the two sides is one job each. The driver's matching grows with
- * the rows, though: at 46,000 new rows against 60,000 of the view it took 0.5-0.9 s and its write
- * was slower than the distributed merge's (4.1-4.2 s against 3.3 s for the whole refresh,
- * bench/refresh.py at 10M rows), hence the limit of 20,000 rows a side.
+ * refresh on two cores. Collecting the two sides is one job each; the rows stay as Spark holds
+ * them (InternalRow), so matching 23,000-61,000 view rows against 46,000 new ones takes 0.1-0.3 s.
+ * Writing grows faster than the distributed merge's write, though: the matched rows go from the
+ * driver into the write job's tasks, and at those sizes that took 1.3-1.8 s against 0.5 s for the
+ * write from the distributed merge's cached join (bench/refresh.py at 10M rows, 1% change: whole
+ * refreshes of 3.9-4.8 s against 2.9-3.9 s in alternating rounds), hence the limit of 20,000 rows a side.
  *
  * It falls back (None) to the distributed merge when the view's candidates hold more than
  * `mv.localMergeRows` rows (20,000; 0 turns it off): files read whole counted by their statistics,
@@ -77,12 +80,19 @@ object LocalMerge {
     if (!readsAtMost(limited, max * BytesPerRow)) return None
     // Filtered files are counted first, by reading them: a view side too large costs a scan bounded
     // per partition (one job, where a limit's collect tries partitions in turn), not the source's recomputation.
-    val bounded = if (size.filtered) Some(DataFrameUtils.ofRows(spark, LocalLimit(Literal(limit), target.queryExecution.logical))
-      .collect()) else None
+    val bounded = if (size.filtered) Some(collected(DataFrameUtils.ofRows(spark, LocalLimit(Literal(limit),
+      target.queryExecution.logical)))) else None
     if (bounded.exists(_.length > max)) return None
-    val sourceRows = limited.collect()
+    val sourceRows = collected(limited)
     if (sourceRows.length > max) return None
-    Some(new Matcher(spec, columns, tAttrs, sAttrs, conditions, keys).run(bounded.getOrElse(target.collect()), sourceRows, spark))
+    Some(new Matcher(spec, columns, tAttrs, sAttrs, conditions, keys).run(bounded.getOrElse(collected(target)),
+      sourceRows, spark))
+  }
+
+  /** The frame's rows as Spark holds them (no conversion to Row and back), as one SQL execution. */
+  private def collected(frame: DataFrame): Array[InternalRow] = {
+    val execution = frame.queryExecution
+    SQLExecution.withNewExecutionId(execution, Some("collect"))(execution.executedPlan.executeCollect())
   }
 
   /** The conditions of a merge, resolved against `t` and `s` as Spark resolves them in the
@@ -167,19 +177,17 @@ object LocalMerge {
     private val fileIndex = tAttrs.indexWhere(_.name == "__file")
     private val rowIndex = tAttrs.indexWhere(_.name == "__row")
 
-    private def key(projection: UnsafeProjection, row: GenericInternalRow): Option[UnsafeRow] = {
+    private def key(projection: UnsafeProjection, row: InternalRow): Option[UnsafeRow] = {
       val k = projection(row)
       if (strict.exists(k.isNullAt)) None else Some(k.copy())  // NULL = anything matches nothing
     }
 
-    def run(targetRows: Array[Row], sourceRows: Array[Row], spark: SparkSession): Classified = {
-      val t = internal(targetRows, tAttrs)
-      val s = internal(sourceRows, sAttrs)
+    def run(t: Array[InternalRow], s: Array[InternalRow], spark: SparkSession): Classified = {
       val bySource = mutable.HashMap.empty[UnsafeRow, mutable.ArrayBuffer[Int]]
       s.indices.foreach(i => key(sKey, s(i)).foreach(k => bySource.getOrElseUpdate(k, mutable.ArrayBuffer.empty) += i))
       val matchedSources = new java.util.BitSet(s.length)
       val nullSource = new GenericInternalRow(sAttrs.length)
-      val out = mutable.ArrayBuffer.empty[Row]
+      val out = new Records
       t.indices.foreach { i =>
         val joined = new JoinedRow(t(i), nullSource)
         val matches = key(tKey, t(i)).flatMap(bySource.get).getOrElse(Nil)
@@ -187,40 +195,53 @@ object LocalMerge {
         matches.foreach(j => matchedSources.set(j))
         if (matches.isEmpty) {
           val deleted = missing.exists(_.eval(joined.withRight(nullSource)) == true)
-          out += record(if (deleted) "delete" else "keep", Some(targetRows(i)), None)
+          out.add(if (deleted) "delete" else "keep", Some(t(i)), None)
         } else matches.foreach { j =>
-          val action = if (spec.deleteMatched || op(sourceRows(j)) == "delete") "delete"
+          val action = if (spec.deleteMatched || op(s(j)) == "delete") "delete"
             else if (same.eval(joined.withRight(s(j))) == true) "keep" else "update"
-          out += record(action, Some(targetRows(i)), Some(sourceRows(j)))
+          out.add(action, Some(t(i)), Some(s(j)))
         }
       }
-      sourceRows.indices.filterNot(j => matchedSources.get(j)).foreach { j =>
-        if (Set("upsert", "insert").contains(op(sourceRows(j)))) out += record("insert", None, Some(sourceRows(j)))
+      s.indices.filterNot(j => matchedSources.get(j)).foreach { j =>
+        if (op(s(j)) == "upsert" || op(s(j)) == "insert") out.add("insert", None, Some(s(j)))
       }
-      val perFile = out.groupBy(r => (r.getString(0), Option(r.getString(1)))).toSeq.map { case ((a, f), rows) =>
-        val changed = if (a == "update" || a == "delete") rows.map(_.getLong(2)).toSeq else Nil
-        RefreshCommit.FileRows(a, f, rows.size.toLong, rows.count(!_.isNullAt(3)).toLong, changed)
-      }
-      Classified(spark.createDataFrame(out.asJava, schema), perFile)
+      Classified(DataFrameUtils.ofRows(spark, LocalRelation(DataTypeUtils.toAttributes(schema), out.rows.toSeq)),
+        out.perFile)
     }
 
-    private def op(source: Row): String = if (opIndex < 0) null else source.getString(opIndex)
+    private def op(source: InternalRow): String =
+      if (opIndex < 0 || source.isNullAt(opIndex)) null else source.getUTF8String(opIndex).toString
 
-    private def record(action: String, target: Option[Row], source: Option[Row]): Row = Row(action,
-      target.map(_.getString(fileIndex)).orNull, target.map(_.getLong(rowIndex)).orNull, source.map(_ => true).orNull,
-      Row.fromSeq(tColumns.map(i => target.map(_.get(i)).orNull)),
-      Row.fromSeq(sColumns.map(i => source.map(_.get(i)).orNull)))
+    /** The classified rows in RefreshCommit's shape, and their count per (action, file). */
+    private class Records {
+      val rows = mutable.ArrayBuffer.empty[InternalRow]
+      private val counts = mutable.LinkedHashMap.empty[(String, Option[String]), (Array[Long], mutable.ArrayBuffer[Long])]
 
-    private def internal(rows: Array[Row], attrs: Seq[Attribute]): Array[GenericInternalRow] = {
-      val convert = CatalystTypeConverters.createToCatalystConverter(DataTypeUtils.fromAttributes(attrs))
-      rows.map(r => convert(r).asInstanceOf[GenericInternalRow])
+      def add(action: String, target: Option[InternalRow], source: Option[InternalRow]): Unit = {
+        val file = target.map(_.getUTF8String(fileIndex).toString)
+        val index = target.map(_.getLong(rowIndex))
+        rows += new GenericInternalRow(Array[Any](UTF8String.fromString(action), file.map(UTF8String.fromString).orNull,
+          index.getOrElse(null), source.map(_ => true).orNull, image(target, tAttrs, tColumns),
+          image(source, sAttrs, sColumns)))
+        val (n, changed) = counts.getOrElseUpdate((action, file), (Array(0L, 0L), mutable.ArrayBuffer.empty[Long]))
+        n(0) += 1
+        if (source.isDefined) n(1) += 1
+        if (action == "update" || action == "delete") changed ++= index
+      }
+
+      def perFile: Seq[RefreshCommit.FileRows] = counts.toSeq.map { case ((action, file), (n, changed)) =>
+        RefreshCommit.FileRows(action, file, n(0), n(1), changed.toSeq) }
     }
 
-    private def image(attrs: Seq[Attribute], indices: Seq[Int]) =
+    /** A row's columns of the view as a struct (all null for no row), as the distributed merge has them. */
+    private def image(row: Option[InternalRow], attrs: Seq[Attribute], indices: Seq[Int]): InternalRow =
+      new GenericInternalRow(indices.map(i => row.map(_.get(i, attrs(i).dataType)).orNull).toArray[Any])
+
+    private def imageType(attrs: Seq[Attribute], indices: Seq[Int]) =
       StructType(columns.zip(indices).map { case (c, i) => StructField(c, attrs(i).dataType) })
     /** RefreshCommit.merge's `classified` frame: the view row and the source row as they were read. */
     val schema: StructType = StructType(Seq(StructField("__action", StringType), StructField("__file", StringType),
-      StructField("__row", LongType), StructField("__in_source", BooleanType), StructField("__old", image(tAttrs, tColumns)),
-      StructField("__new", image(sAttrs, sColumns))))
+      StructField("__row", LongType), StructField("__in_source", BooleanType), StructField("__old", imageType(tAttrs, tColumns)),
+      StructField("__new", imageType(sAttrs, sColumns))))
   }
 }
