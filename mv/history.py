@@ -68,8 +68,9 @@ def write_late_rows(run: Run, late: DataFrame, part: int = 0) -> None:
     note = json.dumps({LATE_KEY: {"table_id": table_id, "refresh_id": refresh_id, "targets": run.targets}},
                       sort_keys=True)
     rows = run.temp_view(late, f"late_{part}")
-    if not spark.catalog.tableExists(view.late_table):
+    if not run.late_exists:  # as the refresh's lookup found it: no catalog round trip
         _create_late_table(spark, view, rows)
+        run.late_exists = True
     spec = {"table": view.late_table, "rows": rows, "refresh_id": refresh_id, "part": part, "note": note,
             "legacy_app_id": f"mv-late:{table_id}:{part}"}
     with session_settings(spark, {USER_METADATA: note}):

@@ -59,7 +59,7 @@ def sessions_fold(view: View, info: QueryInfo) -> bool:
     by its keys and its bounds alone, its other columns count, sum, min or max. A row that joins a
     session, or two, then gives their rows folded (session_refresh.folded_sessions); a retraction,
     which may split one, has them recomputed from the source."""
-    keys = [c for c in info.output if c.window_role == "session_key"]
+    keys = info.session_keys
     return (len(info.windows) == 1 and info.windows[0].kind == "SESSION" and bool(view.definition.watermark_column)
             and combinable(info, sessions=True) and len(keys) == len(info.windows[0].partition_by)
             and len(info.group_by) == len(keys) + 2 and bool(info.window_end)

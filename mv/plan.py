@@ -67,7 +67,7 @@ def _session_blockers(info: QueryInfo, columns: dict[str, set[str]], view_waterm
             {w.sources[0] for w in windows}):
         return ["SESSION_JOIN"]
     keys = [k.lower() for k in windows[0].partition_by]
-    outputs = {c.name.lower() for c in info.output if c.window_role == "session_key"}
+    outputs = {name.lower() for name in info.session_keys}
     blockers = []
     if not all(k in columns[w.sources[0]] and k in outputs for k in keys for w in windows):
         blockers.append("SESSION_KEYS_NOT_SOURCE_AND_OUTPUT_COLUMNS")

@@ -69,6 +69,11 @@ class QueryInfo:
         return next((c.name for c in self.output if c.window_role == role), None)
 
     @property
+    def session_keys(self) -> list[str]:
+        """The output columns that carry a SESSION window's partition keys (the extension marks them)."""
+        return [c.name for c in self.output if c.window_role == "session_key"]
+
+    @property
     def window_start(self) -> str | None:
         return self.column_with_role("window_start")
 

@@ -159,7 +159,8 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
                       work_bytes=work)
     run = Run(spark, view, info, previous, targets, outcome, marker=found.marker,
               source_ids={s: tables[s].id for s in info.source_tables}, now=now, dry=dry, sizes=sizes,
-              open_state=open_windows.kept(view, info, previous, tables.get(view.open_table)))
+              open_state=open_windows.kept(view, info, previous, tables.get(view.open_table)),
+              late_exists=tables[view.late_table].exists)
     # A view too large for its checksum to list its files has them listed in the background meanwhile,
     # for the merge; a small view's files are read from its checksum without a Spark job.
     with snapshots.warming(spark, [] if tables[view.name].small else [view.name]):

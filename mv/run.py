@@ -65,6 +65,7 @@ class Run:
     sizes: Sizes = Sizes(None, None, None)  # of the sources, their changes and the view, from the log (estimate.py)
     dry: bool = False  # only estimate (EXPLAIN): stop before anything is written (estimate.Estimated)
     open_state: Kept | None = None  # the view's open-window table (mv/open_windows.py); None: it keeps none
+    late_exists: bool = False  # whether <view>__late exists, as mv_delta_tables found it (history.write_late_rows)
 
     @property
     def columns(self) -> list[str]:

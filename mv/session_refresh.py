@@ -102,7 +102,7 @@ def folded_sessions(run: Run, changes: str, state: RefreshState) -> tuple[Refres
     a [00:01, 00:19) n=3, and a [00:30, 00:40) n=1.
     """
     info, t = run.info, run.time_type
-    keys = [c.name for c in info.output if c.window_role == "session_key"]
+    keys = info.session_keys
     start, end = quote(info.window_start), quote(info.window_end)
     names = ", ".join(quote(c) for c in run.columns)
     order = (f"PARTITION BY {', '.join(map(quote, keys))} " if keys else "") + f"ORDER BY {start}, {end}"
