@@ -428,6 +428,9 @@ class Example:
         assert recorded is not None and recorded[0] == oracle.watermark, (recorded, oracle.watermark)
 
 
+SMALL_CHANGE_BYTES = window_refresh.SMALL_CHANGE_BYTES
+
+
 def run_example(spark, data, catalogue: dict[str, Spec], operations: list[str]) -> None:
     example = Example(spark, data, catalogue)
     # Both ways of keeping windows: combined from the view's rows, or recomputed from the source.
@@ -436,6 +439,9 @@ def run_example(spark, data, catalogue: dict[str, Spec], operations: list[str]) 
     # Both ways of merging into the view: classified in the driver (small), or by a distributed join.
     distributed = data.draw(st.booleans(), label="merge by a distributed join")
     spark.conf.set("mv.localMergeRows", "0" if distributed else "100000")
+    # Both ways of finding the touched windows: a small change grouped in the driver, or by Spark.
+    grouped_by_spark = data.draw(st.booleans(), label="touched windows grouped by Spark")
+    window_refresh.SMALL_CHANGE_BYTES = 0 if grouped_by_spark else SMALL_CHANGE_BYTES
     try:
         example.create(views=VIEWS)
         for operation in data.draw(st.lists(st.sampled_from(operations), min_size=2, max_size=7), label="operations"):
@@ -444,6 +450,7 @@ def run_example(spark, data, catalogue: dict[str, Spec], operations: list[str]) 
             example.refresh(name)
     finally:
         window_refresh.COMBINE_AFTER_RUNS = window_refresh.MAX_RANGES
+        window_refresh.SMALL_CHANGE_BYTES = SMALL_CHANGE_BYTES
         spark.conf.unset("mv.localMergeRows")
         example.drop()
 
