@@ -31,8 +31,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.report import rewrite_section
-
 from bench.windows import RESULTS_MD, machine
+from mv import progress
 
 BENCH_DIR = Path(__file__).resolve().parent
 DATA_DIR = BENCH_DIR / "data"
@@ -258,7 +258,7 @@ def where_time_went(spark, after: int, wall: float) -> dict | None:
     phases: dict[str, float] = {}
     steps: dict[str, list[tuple[float, float]]] = {}
     files: dict[str, int] = {}
-    refreshes = {e["root"] for e in executions if e["id"] != e["root"] and e["description"].startswith(REFRESH_LABEL)}
+    refreshes = {e["root"] for e in executions if e["id"] != e["root"] and e["description"].startswith(progress.LABEL)}
     for e in executions:
         if e["id"] == e["root"] and e["id"] not in refreshes:
             label = next((name for name, marker in PHASES if marker in e["plan"]), None)
@@ -278,15 +278,12 @@ def where_time_went(spark, after: int, wall: float) -> dict | None:
             "executions": len(executions), "profile": profile}
 
 
-REFRESH_LABEL = "mv refresh "   # how mv/progress.py describes the executions of a refresh in Spark's UI
-
-
 def _refresh_phase(e: dict, refreshes: set[int]) -> str | None:
     """The refresh phase an execution inside a REFRESH statement belongs to, from its description
     (Delta's own jobs describe themselves: "Delta: Compute snapshot for version: N"); None outside."""
     if e["id"] == e["root"] or e["root"] not in refreshes:
         return None
-    if e["description"].startswith(REFRESH_LABEL):
+    if e["description"].startswith(progress.LABEL):
         return "refresh, " + e["description"].split(": ", 1)[-1]
     return "refresh, other: " + re.sub(r"\d+", "N", e["description"])[:60]
 
@@ -379,7 +376,6 @@ def _execution(store, e) -> dict:
                         files[table] = files.get(table, 0) + count
     return {"id": e.executionId(), "root": e.rootExecutionId(), "description": e.description(),
             "start": start, "end": end, "plan": plan[:2000], "files": files}
-
 
 
 def _scala_list(seq) -> list:

@@ -80,6 +80,7 @@ def phase(view: str, name: str) -> None:
 
 
 JOB_DESCRIPTION = "spark.job.description"   # what Spark's UI shows for the SQL executions of a thread
+LABEL = "mv refresh "   # how a refresh's executions are described: LABEL + "<view>: <phase>"
 
 
 @contextmanager
@@ -102,7 +103,7 @@ def labelled(spark, view: str) -> Iterator[None]:
 
     def describe(name: str, entered: str) -> None:
         if name == view:
-            context.setLocalProperty(JOB_DESCRIPTION, f"mv refresh {view}: {entered}")
+            context.setLocalProperty(JOB_DESCRIPTION, f"{LABEL}{view}: {entered}")
 
     try:
         with watching(describe):
