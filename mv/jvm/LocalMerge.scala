@@ -212,17 +212,19 @@ object LocalMerge {
     private def op(source: InternalRow): String =
       if (opIndex < 0 || source.isNullAt(opIndex)) null else source.getUTF8String(opIndex).toString
 
-    /** The classified rows in RefreshCommit's shape, and their count per (action, file). */
+    /** The classified rows in RefreshCommit's shape, and their count per (action, file). Files stay
+     *  as the rows hold them (UTF8String) until `perFile`: one conversion per file, not per row. */
     private class Records {
       val rows = mutable.ArrayBuffer.empty[InternalRow]
-      private val counts = mutable.LinkedHashMap.empty[(String, Option[String]), (Array[Long], mutable.ArrayBuffer[Long])]
+      private val counts =
+        mutable.LinkedHashMap.empty[(String, Option[UTF8String]), (Array[Long], mutable.ArrayBuffer[Long])]
+      private val actions = Seq("keep", "update", "delete", "insert").map(a => a -> UTF8String.fromString(a)).toMap
 
       def add(action: String, target: Option[InternalRow], source: Option[InternalRow]): Unit = {
-        val file = target.map(_.getUTF8String(fileIndex).toString)
+        val file = target.map(_.getUTF8String(fileIndex))
         val index = target.map(_.getLong(rowIndex))
-        rows += new GenericInternalRow(Array[Any](UTF8String.fromString(action), file.map(UTF8String.fromString).orNull,
-          index.getOrElse(null), source.map(_ => true).orNull, image(target, tAttrs, tColumns),
-          image(source, sAttrs, sColumns)))
+        rows += new GenericInternalRow(Array[Any](actions(action), file.orNull, index.getOrElse(null),
+          source.map(_ => true).orNull, image(target, tAttrs, tColumns), image(source, sAttrs, sColumns)))
         val (n, changed) = counts.getOrElseUpdate((action, file), (Array(0L, 0L), mutable.ArrayBuffer.empty[Long]))
         n(0) += 1
         if (source.isDefined) n(1) += 1
@@ -230,7 +232,7 @@ object LocalMerge {
       }
 
       def perFile: Seq[RefreshCommit.FileRows] = counts.toSeq.map { case ((action, file), (n, changed)) =>
-        RefreshCommit.FileRows(action, file, n(0), n(1), changed.toSeq) }
+        RefreshCommit.FileRows(action, file.map(_.toString), n(0), n(1), changed.toSeq) }
     }
 
     /** A row's columns of the view as a struct (all null for no row), as the distributed merge has them. */
