@@ -13,11 +13,13 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
 import mv
+from bench.refresh import _executions_since, execution_marker
 from mv import cli, progress, refresh
 from mv.errors import MvError
 
@@ -315,17 +317,19 @@ def test_spark_ui_describes_each_execution_of_a_refresh_statement_by_its_phase(s
     source = given.source(("a", "00:01", 4))
     view = given.view(source)
     given.insert(source, ("b", "00:02", 5))
-    store = spark._jsparkSession.sharedState().statusStore()
-    before = store.executionsCount()
+    expected = {f"mv refresh {view}: {phase}" for phase in progress.PHASES if phase != "recomputing"}
+    marker = execution_marker(spark)
     spark.sparkContext.setLocalProperty("spark.job.description", "the caller's cell")
     try:
         spark.sql(f"REFRESH MATERIALIZED VIEW {view}").collect()
         assert spark.sparkContext.getLocalProperty("spark.job.description") == "the caller's cell"
     finally:
         spark.sparkContext.setLocalProperty("spark.job.description", None)
-    listed = store.executionsList(before, store.executionsCount() - before)
-    described = {listed.apply(i).description() for i in range(listed.size())}
-    assert {f"mv refresh {view}: {phase}" for phase in progress.PHASES if phase != "recomputing"} <= described
+    deadline = time.monotonic() + 30  # Spark's UI records executions asynchronously
+    while not expected <= (described := {e["description"] for e in _executions_since(spark, marker)}) \
+            and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert expected <= described
 
 
 def test_refresh_due_refreshes_only_the_views_their_schedule_says_are_due(run, given):
