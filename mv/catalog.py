@@ -1,7 +1,9 @@
 """Materialized views in the Spark catalog: each is a Delta table whose properties hold its definition.
 
 Beside a view `v` lives `v__late` (rows that arrived after their window was final); its refreshes
-are its own commits, read back as `mv_refresh_history` (mv/history.py).
+are its own commits, read back as `mv_refresh_history` (mv/history.py). A view's name is a
+`names.TableName`; the view keeps the database its query was written in, and its query is resolved
+there, as Spark's own views are.
 
 Example:
     >>> view = catalog.load(spark, "hourly_totals")
@@ -11,11 +13,12 @@ Example:
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from pyspark.sql import SparkSession
 
 from mv import delta_tables, errors
+from mv.names import TableName
 from mv.query import sql_string
 from mv.settings import session_settings
 from mv.statements import Definition
@@ -28,30 +31,24 @@ REDACTION, NEVER = "spark.sql.redaction.options.regex", "(?!)"
 
 @dataclass(frozen=True)
 class View:
-    """A materialized view: its table name, its definition, and the time zone its windows align in."""
-    name: str
+    """A materialized view: its table name, its definition, the time zone its windows align in, and
+    the database its query's names resolve in (None for a view created before it was kept)."""
+    name: TableName
     definition: Definition
     time_zone: str
+    database: str | None = None
     table_id: str = ""  # the Delta table's id when loaded: a view dropped and created again gets a new one
     properties: dict = field(default_factory=dict, compare=False)  # the table's, as loaded (refresh state)
     table: delta_tables.Table | None = field(default=None, compare=False)  # version etc., read with them
 
     @property
-    def late_table(self) -> str:
-        return late_table(self.name)
+    def late_table(self) -> TableName:
+        return self.name.late
 
     @property
-    def open_table(self) -> str:
-        return open_table(self.name)
-
-
-def late_table(name: str) -> str:
-    return f"{name}__late"
-
-
-def open_table(name: str) -> str:
-    """The rows of the windows an EMIT ON WINDOW CLOSE view holds back (mv/open_windows.py)."""
-    return f"{name}__open"
+    def open_table(self) -> TableName:
+        """The rows of the windows an EMIT ON WINDOW CLOSE view holds back (mv/open_windows.py)."""
+        return self.name.open
 
 
 def load(spark: SparkSession, name: str) -> View | None:
@@ -59,13 +56,16 @@ def load(spark: SparkSession, name: str) -> View | None:
 
     Its definition and its id come from the Delta table's metadata, as the extension reads it from
     Delta's log (mv_delta_tables, one query): no redaction, no state reconstruction."""
+    name = TableName.parse(name)
     table = delta_tables.lookup(spark, [name])[name]
     raw = table.properties.get(DEFINITION_PROPERTY) if table.exists and table.version >= 0 else None
     if raw is None:
         return None
     stored = json.loads(raw)
-    time_zone = stored.pop("time_zone")
-    return View(name, Definition(**stored), time_zone, table.id, table.properties, table)
+    time_zone, database = stored.pop("time_zone"), stored.pop("database", None)
+    definition = Definition(**stored)
+    return View(name, replace(definition, name=TableName.parse(definition.name)), time_zone, database,
+                table.id, table.properties, table)
 
 
 def shown_properties(spark: SparkSession, name: str) -> dict[str, str]:
@@ -76,9 +76,14 @@ def shown_properties(spark: SparkSession, name: str) -> dict[str, str]:
 
 
 def require(spark: SparkSession, name: str) -> View:
+    """The view called `name`, named so that it resolves in the database of its query too: a view
+    found in the current database whose query was written in another gets its database in its name."""
     view = load(spark, name)
     if view is None:
         raise errors.table_exists(name) if spark.catalog.tableExists(name) else errors.unknown_view(name)
+    current = spark.catalog.currentDatabase()
+    if view.database and view.database.lower() != current.lower():
+        return replace(view, name=view.name.in_database(current))
     return view
 
 
@@ -90,14 +95,15 @@ def definition_property(view: View) -> str:
         >>> definition_property(View("hourly", definition, "UTC"))
         "'mv.definition' = '{\\"cluster_by\\": null, ...}'"
     """
-    stored = json.dumps({**asdict(view.definition), "time_zone": view.time_zone}, sort_keys=True)
+    stored = json.dumps({**asdict(view.definition), "time_zone": view.time_zone, "database": view.database},
+                        sort_keys=True)
     return f"'{DEFINITION_PROPERTY}' = {sql_string(stored)}"
 
 
 def list_views(spark: SparkSession) -> list[str]:
     """Names of the materialized views in the current database: the tables whose properties hold a
     definition, read as `load` reads them, in one `mv_delta_tables` query for all of them."""
-    tables = {f"{t.namespace[0]}.{t.name}" if t.namespace else t.name: t.name for t in spark.catalog.listTables()
+    tables = {TableName.of(*(t.namespace or [])[:1], t.name): TableName.of(t.name) for t in spark.catalog.listTables()
               if not t.isTemporary and t.tableType != "VIEW"}
     found = delta_tables.lookup(spark, list(tables))
     return sorted(short for name, short in tables.items() if DEFINITION_PROPERTY in found[name].properties)

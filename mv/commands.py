@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from mv import catalog, delta_tables, errors, maintainer, plan, refresh, statements
 from mv.catalog import View
 from mv.history import ENGINE_WRITE
+from mv.names import TableName
 from mv.query import QueryInfo, describe, interval_micros, sql_string
 from mv.settings import session_settings
 from mv.state import read
@@ -116,7 +117,7 @@ def create(spark: SparkSession, statement: Create) -> tuple:
     layout = (f" PARTITIONED BY {d.partitioned_by}" if d.partitioned_by else "") + \
              (f" CLUSTER BY {d.cluster_by}" if d.cluster_by else "") + \
              (f" COMMENT {d.comment}" if d.comment else "")
-    view = View(d.name, d, spark.conf.get("spark.sql.session.timeZone"))
+    view = View(d.name, d, spark.conf.get("spark.sql.session.timeZone"), spark.catalog.currentDatabase())
     # The table is the view from its first commit; a catalog that creates it before writing its
     # (empty) rows makes that write one into a view's table, which only the engine may do.
     with session_settings(spark, {ENGINE_WRITE: "true"}):
@@ -145,13 +146,14 @@ def _properties(tblproperties: str | None) -> str:
 
 
 def drop(spark: SparkSession, name: str, if_exists: bool = False) -> tuple:
+    name = TableName.parse(name)
     if catalog.load(spark, name) is None:
         if if_exists:
             return (f"{name} does not exist",)
         raise errors.unknown_view(name)
     spark.sql(f"DROP TABLE {name}")
-    spark.sql(f"DROP TABLE IF EXISTS {catalog.late_table(name)}")
-    spark.sql(f"DROP TABLE IF EXISTS {catalog.open_table(name)}")
+    spark.sql(f"DROP TABLE IF EXISTS {name.late}")
+    spark.sql(f"DROP TABLE IF EXISTS {name.open}")
     return (f"dropped {name}",)
 
 
@@ -173,10 +175,11 @@ def explain(spark: SparkSession, statement: Explain) -> list[tuple]:
     if statement.create is not None:
         _validate(spark, statement.create)
         d = statement.create.definition
-        view, previous = View(d.name, d, spark.conf.get("spark.sql.session.timeZone")), "after the first refresh"
+        view = View(d.name, d, spark.conf.get("spark.sql.session.timeZone"), spark.catalog.currentDatabase())
+        previous = "after the first refresh"
     else:
         view, previous = catalog.require(spark, statement.name), None
-    info = describe(spark, view.definition.query)
+    info = refresh.described(spark, view)
     state = read(spark, view.name) if previous is None else _pretend_state(info)
     outside = delta_tables.lookup(spark, [view.name])[view.name].changed_outside if previous is None else None
     chosen = plan.plan(spark, view, info, state, changed_outside=outside)

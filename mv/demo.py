@@ -34,6 +34,7 @@ from pyspark.sql import functions as F
 
 from mv import api, chart, config, console, dependencies, deploy, refresh
 from mv.auction_site import ALIGN_US, MINUTE_US, Site, Size
+from mv.names import TableName
 from mv.query import describe, interval_micros
 
 CATALOG = Path(__file__).resolve().parent.parent / "catalog"
@@ -219,7 +220,7 @@ def _final_windows(spark: SparkSession, view: api.MaterializedView, expected: Da
     watermark = view.describe().get("watermark_micros", "None")
     closed = F.col(end) <= F.timestamp_micros(F.lit(int(watermark) + 1)) if watermark != "None" else F.lit(False)
     expected = expected.where(closed)
-    late = f"{view.name}__late"
+    late = TableName.parse(view.name).late
     if spark.catalog.tableExists(late):  # its rows carry the window the view's function gave them
         touched = spark.sql(f"SELECT DISTINCT window_start AS {start}, window_end AS {end} FROM {late}")
         expected = expected.join(touched, [start, end], "left_anti")

@@ -13,18 +13,19 @@ from __future__ import annotations
 from pyspark.sql import SparkSession
 
 from mv import errors
+from mv.names import TableName
 from mv.query import describe
 from mv.statements import tokenize
 
 
 def qualify(spark: SparkSession, name: str) -> str:
     """`name` as Spark names a table in a plan: catalog.database.table, lower case."""
-    parts = [p.strip("`") for p in name.split(".")]
+    parts = list(TableName.parse(name).parts)
     if len(parts) == 1:
         parts.insert(0, spark.catalog.currentDatabase())
     if len(parts) == 2:
         parts.insert(0, spark.catalog.currentCatalog())
-    return ".".join(parts).lower()
+    return TableName.of(*parts).lower()
 
 
 def upstream(spark: SparkSession, query: str, names: list[str]) -> set[str]:
@@ -50,7 +51,7 @@ def mentioned(query: str, names: list[str]) -> set[str]:
             dotted.append([part])
     found = set()
     for name in names:
-        wanted = [p.strip("`").lower() for p in name.split(".")]
+        wanted = [p.lower() for p in TableName.parse(name).parts]
         if any(d[-len(wanted):] == wanted or wanted[-len(d):] == d for d in dotted):
             found.add(name)
     return found

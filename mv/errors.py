@@ -79,6 +79,12 @@ def unknown_view(name: str) -> MvError:
                    "SHOW MATERIALIZED VIEWS lists them.", name=name)
 
 
+def bad_name(text: str) -> MvError:
+    return MvError("MV_INVALID_NAME", f"'{text}' is not a table name.",
+                   "Write the name as SQL does: parts separated by dots, a part with other characters in "
+                   "backticks, e.g. db.`my view`.", name=text)
+
+
 def view_exists(name: str) -> MvError:
     return MvError("MV_VIEW_ALREADY_EXISTS", f"The materialized view {name} already exists.",
                    "Use CREATE OR REPLACE, or CREATE ... IF NOT EXISTS.", name=name)

@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from mv import errors
 from mv.catalog import View
 from mv.delta_tables import Table
+from mv.names import TableName
 from mv.query import sql_string
 from mv.settings import session_settings
 from mv.state import USER_METADATA
@@ -35,9 +36,8 @@ if TYPE_CHECKING:  # mv.run imports mv.estimate, which reads the history
 def of_view(spark: SparkSession, name: str, newest: int | None = None) -> DataFrame:
     """The refreshes of the view `name` (as a catalog name: `v`, `db.v`), oldest first; only its
     `newest` ones if given (read from its newest commits alone)."""
-    database, _, table = name.rpartition(".")
-    database = database.rsplit(".", 1)[-1].strip("`") or spark.catalog.currentDatabase()
-    args = [database, table.strip("`")] + ([str(newest)] if newest is not None else [])
+    name = TableName.parse(name)
+    args = [name.database or spark.catalog.currentDatabase(), name.table] + ([str(newest)] if newest is not None else [])
     return spark.sql(f"SELECT * FROM mv_refresh_history({', '.join(map(sql_string, args))}) "
                      "ORDER BY started_at, refresh_id")
 

@@ -17,6 +17,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
 from mv import errors
+from mv.names import TableName
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,10 @@ def _parse_interval(spark: SparkSession, text: str) -> int:
 def describe(spark: SparkSession, query: str) -> QueryInfo:
     """Analyse `query` in Spark and describe it; raises Spark's AnalysisException if it does not analyse."""
     raw = json.loads(spark.sql(f"SELECT description FROM mv_describe({sql_string(query)})").first()[0])
+    for source in raw["sources"]:  # the plan's names, each part quoted: as the name type renders them
+        source["table"] = source["table"] and TableName.parse(source["table"])
+    for w in raw["windows"]:
+        w["sources"] = [TableName.parse(s) for s in w["sources"]]
     windows = [Window(**{k: w[k] for k in Window.__dataclass_fields__}) for w in raw["windows"]]
     output = [Column(c["name"], c["type"], c.get("window_role"), c.get("aggregate")) for c in raw["output"]]
     return QueryInfo(raw["shape"], raw["sources"], windows, output, raw["group_by"], raw["reasons"],

@@ -100,8 +100,10 @@ def _own_session(spark: SparkSession, view: View) -> Iterator[SparkSession]:
             if key.startswith("mv.") or (key.startswith("spark.sql.") and work.conf.isModifiable(key)):
                 work.conf.set(key, value)
     work.conf.set("spark.sql.session.timeZone", view.time_zone)
-    work.catalog.setCurrentCatalog(spark.catalog.currentCatalog())   # names resolve as in the caller's
-    work.catalog.setCurrentDatabase(spark.catalog.currentDatabase())
+    work.catalog.setCurrentCatalog(spark.catalog.currentCatalog())
+    # The query's names resolve in the database it was written in, as a Spark view's do (the view's
+    # own name was qualified by catalog.require when that is not the caller's).
+    work.catalog.setCurrentDatabase(view.database or spark.catalog.currentDatabase())
     try:
         with progress.labelled(work, view.name):
             yield work
@@ -119,6 +121,12 @@ def _release(spark: SparkSession, work: SparkSession) -> None:
     elif SparkSession._activeSession is work:  # createDataFrame made it PySpark's active session
         SparkSession._activeSession = spark  # what SparkSession.createDataFrame does, for the caller
         spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
+
+
+def described(spark: SparkSession, view: View) -> QueryInfo:
+    """The view's query described as a refresh sees it: in the database it was written in."""
+    with _own_session(spark, view) as work:
+        return _describe(work, view)
 
 
 def _describe(spark: SparkSession, view: View) -> QueryInfo:

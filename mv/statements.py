@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from mv import errors
+from mv.names import TableName
 
 _TOKEN = re.compile(r"""
     (?P<space>\s+|--[^\n]*|/\*.*?\*/)
@@ -135,19 +136,25 @@ class _Cursor:
             return True
         return False
 
-    def name(self) -> str:
-        parts = [self._identifier()]
+    def name(self) -> TableName:
+        """A table's name, parsed into its parts (mv/names.py)."""
+        start = self._identifier().start
         while (t := self.peek()) is not None and t.text == "." and self.peek(1) is not None:
             self.i += 1
-            parts.append(self._identifier())
-        return ".".join(parts)
+            self._identifier()
+        return TableName.parse(self.text[start:self.tokens[self.i - 1].end])
 
-    def _identifier(self) -> str:
+    def column(self) -> str:
+        """A column's name, unquoted: `price` and `` `price` `` are the same column."""
+        token = self._identifier()
+        return token.text[1:-1] if token.text.startswith("`") else token.text
+
+    def _identifier(self) -> Token:
         token = self.peek()
         if token is None or token.kind != "word":
             raise self.fail("a name", "Name the view, e.g. CREATE MATERIALIZED VIEW daily_totals ...")
         self.i += 1
-        return token.text
+        return token
 
     def string(self, what: str) -> str:
         token = self.peek()
@@ -253,9 +260,9 @@ def _clause(c: _Cursor, d: Definition) -> Definition:
     if c.at("WATERMARK"):
         c.once("WATERMARK")
         c.take("WATERMARK", "FOR")
-        column = c.name()
+        column = c.column()
         c.take("AS")
-        again = c.name()
+        again = c.column()
         if again.lower() != column.lower() or (t := c.peek()) is None or t.text != "-":
             raise c.fail(f"{column} - INTERVAL ...", f"Write WATERMARK FOR {column} AS {column} - INTERVAL '5' MINUTES.")
         c.i += 1

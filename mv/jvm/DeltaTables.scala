@@ -76,12 +76,14 @@ object DeltaTables {
       TableIdentifier(parts.last, parts.dropRight(1).lastOption, parts.dropRight(2).lastOption))
   }
 
+  private val VersionAfter = "(?s)(.*)@([0-9]+)".r
+
   private def tables(args: Seq[String]): LogicalPlan = {
     val spark = SparkSession.active
     val rows = args.map { arg =>
-      val (name, after) = arg.lastIndexOf('@') match {
-        case -1 => (arg, None)
-        case at => (arg.take(at), Some(arg.drop(at + 1).toLong))
+      val (name, after) = arg match {  // `name@version`; an `@` inside a quoted name is the name's
+        case VersionAfter(table, version) => (table, Some(version.toLong))
+        case _ => (arg, None)
       }
       val table = try Some(catalogTable(spark, name)) catch {
         case _: NoSuchTableException | _: NoSuchDatabaseException | _: NoSuchNamespaceException => None

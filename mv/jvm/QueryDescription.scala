@@ -297,8 +297,8 @@ object QueryDescription extends PredicateHelper {
   }
 
   private def tableName(leaf: LogicalPlan): Option[String] = leaf match {
-    case r: LogicalRelation => r.catalogTable.map(_.identifier.unquotedString)
-    case h: HiveTableRelation => Some(h.tableMeta.identifier.unquotedString)
+    case r: LogicalRelation => r.catalogTable.map(_.identifier.quotedString)
+    case h: HiveTableRelation => Some(h.tableMeta.identifier.quotedString)
     case _ => None
   }
 
@@ -307,11 +307,11 @@ object QueryDescription extends PredicateHelper {
       case r: LogicalRelation =>
         val isDelta = r.relation.toString.contains("Delta") ||
           r.catalogTable.flatMap(_.provider).exists(_.equalsIgnoreCase("delta"))
-        Some(Map("table" -> r.catalogTable.map(_.identifier.unquotedString).orNull,
+        Some(Map("table" -> r.catalogTable.map(_.identifier.quotedString).orNull,
           "provider" -> (if (isDelta) "delta" else r.catalogTable.flatMap(_.provider).getOrElse("files")),
           "materialized_view" -> (isDelta && r.catalogTable.exists(isMaterializedView))))
       case h: HiveTableRelation =>
-        Some(Map("table" -> h.tableMeta.identifier.unquotedString, "provider" -> "hive"))
+        Some(Map("table" -> h.tableMeta.identifier.quotedString, "provider" -> "hive"))
       case _: LocalRelation | _: OneRowRelation | _: Range => None
       case other =>
         reasons += "UNSUPPORTED_SOURCE"

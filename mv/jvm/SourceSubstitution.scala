@@ -47,11 +47,10 @@ object SourceSubstitution {
     val parser = session.sessionState.sqlParser
     val resolver = session.sessionState.conf.resolver
     val byName = replacements.map { case (source, text) =>
-      (source, parser.parseMultipartIdentifier(source).last.toLowerCase, text, analyse(s"SELECT * FROM $text"))
+      (source, parser.parseMultipartIdentifier(source).map(_.toLowerCase), text, analyse(s"SELECT * FROM $text"))
     }
-    def target(relation: LogicalRelation) = byName.find { case (source, name, _, _) =>
-      relation.catalogTable.exists(t => t.identifier.unquotedString.equalsIgnoreCase(source) ||
-        t.identifier.table.toLowerCase == name)
+    def target(relation: LogicalRelation) = byName.find { case (_, parts, _, _) =>  // `t`, `db.t`, `cat.db.t`
+      relation.catalogTable.exists(t => t.identifier.nameParts.map(_.toLowerCase).endsWith(parts))
     }
     val replaced = mutable.Set[String]()
     val result = analyse(queryText).transformUp {
