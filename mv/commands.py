@@ -9,11 +9,13 @@ Example:
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import asdict
+from typing import Iterator
 
 from pyspark.sql import DataFrame, SparkSession
 
-from mv import catalog, delta_tables, errors, maintainer, plan, refresh, statements
+from mv import catalog, delta_tables, errors, maintainer, plan, refresh, schedule, statements
 from mv.catalog import View
 from mv.history import ENGINE_WRITE
 from mv.query import QueryInfo, describe, interval_micros, sql_string
@@ -89,6 +91,11 @@ def _validate(spark: SparkSession, statement: Create) -> QueryInfo:
         interval_micros(spark, interval)
     if d.watermark_idle and interval_micros(spark, d.watermark_idle) <= 0:
         raise errors.interval(d.watermark_idle, "IDLE AFTER must be longer than zero")
+    if info.temporary_views:  # the refresh runs in a session of its own, which has none of them
+        raise errors.source_temporary(d.name, list(info.temporary_views))
+    if d.schedule:  # a schedule that cannot be read would fail every scheduler pass, not CREATE
+        when = schedule.parse(d.schedule)
+        interval_micros(spark, when.at_most_every)
     if d.partitioned_by and d.cluster_by:
         raise errors.unsupported_combination("PARTITIONED BY and CLUSTER BY were both given", "Use one of them.")
     if d.policy == "INCREMENTAL STRICT":
@@ -123,8 +130,33 @@ def create(spark: SparkSession, statement: Create) -> tuple:
         spark.sql(f"CREATE TABLE {d.name} USING delta{layout} "
                   f"TBLPROPERTIES ({_properties(d.tblproperties)}, {catalog.definition_property(view)}) "
                   f"AS SELECT * FROM ({d.query}) WHERE false")
-    outcome = refresh.refresh(spark, d.name)
+    with _undone_on_failure(spark, d.name):
+        outcome = refresh.refresh(spark, d.name)
     return (f"created {d.name}: {outcome.rows_inserted} rows",)
+
+
+@contextmanager
+def _undone_on_failure(spark: SparkSession, name: str) -> Iterator[None]:
+    """CREATE is all or nothing: when its first refresh fails (or stops at a kill point, which is a
+    BaseException), the view's table, just created, goes, with the side tables (`__late`, `__open`)
+    that did not exist before; then the failure is raised as it was. The definition is a property
+    of the view's table, so it goes with it. (A process killed here leaves the view; DROP removes it.)
+
+    Example:
+        >>> with _undone_on_failure(spark, "hourly"):
+        ...     refresh.refresh(spark, "hourly")     # raises: hourly, hourly__late are gone
+    """
+    side = [catalog.late_table(name), catalog.open_table(name)]
+    before = delta_tables.lookup(spark, side)
+    try:
+        yield
+    except BaseException:
+        for table in [name] + [t for t in side if not before[t].exists]:
+            try:
+                spark.sql(f"DROP TABLE IF EXISTS {table}")
+            except Exception:  # noqa: BLE001 - the failure that stopped CREATE is the one to report
+                pass
+        raise
 
 
 # A view's change feed is what views reading it consume; deletion vectors make merges cheaper. A
@@ -145,7 +177,7 @@ def _properties(tblproperties: str | None) -> str:
 
 
 def drop(spark: SparkSession, name: str, if_exists: bool = False) -> tuple:
-    if catalog.load(spark, name) is None:
+    if not catalog.is_view(spark, name):  # a view whose definition cannot be read is dropped too
         if if_exists:
             return (f"{name} does not exist",)
         raise errors.unknown_view(name)
