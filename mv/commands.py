@@ -9,6 +9,7 @@ Example:
 """
 from __future__ import annotations
 
+import uuid
 from contextlib import contextmanager
 from dataclasses import asdict
 from typing import Iterator
@@ -115,8 +116,13 @@ def create(spark: SparkSession, statement: Create) -> tuple:
     if existing is not None and not statement.or_replace:
         raise errors.view_exists(d.name)
     info = _validate(spark, statement)
-    if existing is not None:
-        drop(spark, d.name, if_exists=True)
+    with _old_kept_until_replaced(spark, d.name, existing is not None):
+        return _made(spark, statement, info)
+
+
+def _made(spark: SparkSession, statement: Create, info: QueryInfo) -> tuple:
+    """The view of `statement` made: its sources' change feeds on, its table, its first refresh."""
+    d = statement.definition
     for source in info.source_tables:
         if catalog.shown_properties(spark, source).get("delta.enableChangeDataFeed") != "true":
             spark.sql(f"ALTER TABLE {source} SET TBLPROPERTIES (delta.enableChangeDataFeed = true)")
@@ -133,6 +139,38 @@ def create(spark: SparkSession, statement: Create) -> tuple:
     with _undone_on_failure(spark, d.name):
         outcome = refresh.refresh(spark, d.name)
     return (f"created {d.name}: {outcome.rows_inserted} rows",)
+
+
+@contextmanager
+def _old_kept_until_replaced(spark: SparkSession, name: str, replacing: bool) -> Iterator[None]:
+    """CREATE OR REPLACE keeps the old view until the new one is whole: its tables (the view's,
+    `__late`, `__open`) are renamed aside while the new view is made, renamed back if that fails,
+    and dropped once it succeeded. Renaming keeps a Delta table's files, properties and history.
+
+    Example:
+        >>> with _old_kept_until_replaced(spark, "hourly", replacing=True):
+        ...     _made(spark, statement, info)    # raises: hourly is the old view again
+    """
+    if not replacing:
+        yield
+        return
+    tag = f"__replaced_{uuid.uuid4().hex[:8]}"
+    side = [catalog.late_table(name), catalog.open_table(name)]
+    found = delta_tables.lookup(spark, side)
+    aside = {t: name + tag + t[len(name):] for t in [name] + [t for t in side if found[t].exists]}
+    for table, renamed in aside.items():
+        spark.sql(f"ALTER TABLE {table} RENAME TO {renamed}")
+    try:
+        yield
+    except BaseException:
+        for table, renamed in aside.items():
+            try:
+                spark.sql(f"ALTER TABLE {renamed} RENAME TO {table}")
+            except Exception:  # noqa: BLE001 - the failure that stopped CREATE is the one to report
+                pass
+        raise
+    for renamed in aside.values():
+        spark.sql(f"DROP TABLE IF EXISTS {renamed}")
 
 
 @contextmanager

@@ -76,19 +76,32 @@ def test_create_stopped_at_each_of_its_steps_leaves_nothing_behind(spark, source
     assert left_of(spark, "atomic_v") == nothing_of("atomic_v")
 
 
-def test_a_failed_create_or_replace_leaves_neither_view(spark, source):
-    """The new definition is checked in full before the old view is dropped; a failure after that
-    (here its first refresh stopped at its commit) leaves no half of either."""
-    commands.run(spark, f"CREATE MATERIALIZED VIEW atomic_r AS {WINDOWED.format(source=source)}")
-    with pytest.raises(MvError) as raised:  # refused by its checks: the old view stays as it was
-        commands.run(spark, f"CREATE OR REPLACE MATERIALIZED VIEW atomic_r SCHEDULE CRON '61 * * * *' "
-                            f"AS {WINDOWED.format(source=source)}")
-    assert raised.value.error_class == "MV_SCHEDULE_INVALID"
-    assert_view_equals_query(spark, "atomic_r", WINDOWED.format(source=source))
+def test_a_failed_create_or_replace_keeps_the_old_view(spark, source):
+    """The new definition is checked in full before anything changes, and the old view's tables are
+    set aside (renamed) while the new one is made: a failure of the new one's first refresh (here
+    stopped at its commit) brings the old view back as it was, rows, open windows and history."""
+    old = WINDOWED.format(source=source)
+    commands.run(spark, f"CREATE MATERIALIZED VIEW atomic_r {CLOSING} AS {old}")
+    try:
+        before = (sorted(spark.table("atomic_r").collect()), sorted(spark.table("atomic_r__open").collect()))
+        with pytest.raises(MvError) as raised:  # refused by its checks
+            commands.run(spark, f"CREATE OR REPLACE MATERIALIZED VIEW atomic_r SCHEDULE CRON '61 * * * *' AS {old}")
+        assert raised.value.error_class == "MV_SCHEDULE_INVALID"
 
-    with pytest.raises(progress.Crash), progress.crashing_at("committed"):
-        commands.run(spark, f"CREATE OR REPLACE MATERIALIZED VIEW atomic_r {CLOSING} AS {WINDOWED.format(source=source)}")
-    assert left_of(spark, "atomic_r") == nothing_of("atomic_r")
+        with pytest.raises(progress.Crash), progress.crashing_at("committed"):
+            commands.run(spark, f"CREATE OR REPLACE MATERIALIZED VIEW atomic_r AS {old.replace('sum', 'max')}")
+        assert (sorted(spark.table("atomic_r").collect()), sorted(spark.table("atomic_r__open").collect())) == before
+        assert {r[0] for r in spark.sql("SHOW MATERIALIZED VIEWS").collect() if r[0].startswith("atomic_r")} \
+            == {"atomic_r"}  # nothing set aside is left
+        assert mv.MaterializedView.for_name(spark, "atomic_r").describe()["emit"] == "WINDOW CLOSE"
+        assert mv.sql(spark, "REFRESH MATERIALIZED VIEW atomic_r").first().refresh_id == 1  # its own state
+
+        commands.run(spark, f"CREATE OR REPLACE MATERIALIZED VIEW atomic_r AS {old}")  # and replaced when it works
+        assert left_of(spark, "atomic_r") == {"listed": True, "atomic_r": True, "atomic_r__late": False,
+                                              "atomic_r__open": False}
+        assert_view_equals_query(spark, "atomic_r", old)
+    finally:
+        commands.run(spark, "DROP MATERIALIZED VIEW IF EXISTS atomic_r")
 
 
 def test_a_query_keeping_window_start_but_not_window_end_is_refreshed_in_full(spark, source):
