@@ -61,11 +61,36 @@ def load(spark: SparkSession, name: str) -> View | None:
     raw = table.properties.get(DEFINITION_PROPERTY) if table.exists and table.version >= 0 else None
     if raw is None:
         return None
-    stored = json.loads(raw)
-    time_zone, database = stored.pop("time_zone"), stored.pop("database", None)
-    definition = Definition(**stored)
+    definition, time_zone, database = _parsed(name, raw)
     return View(name, replace(definition, name=TableName.parse(definition.name)), time_zone, database,
                 table.id, table.properties, table)
+
+
+def _parsed(name: str, raw: str) -> tuple[Definition, str, str | None]:
+    """The definition, time zone and query database stored as `raw` (a view created before the
+    database was kept has None); MV_VIEW_DEFINITION_INVALID, naming the view,
+    for one that is not what the engine wrote (changed with ALTER TABLE ... SET TBLPROPERTIES).
+
+    Example:
+        >>> _parsed("v", '{bad json')
+        MvError: [MV_VIEW_DEFINITION_INVALID] The definition stored with the materialized view v ...
+    """
+    try:
+        stored = json.loads(raw)
+        time_zone, database = stored.pop("time_zone"), stored.pop("database", None)
+        definition = Definition(**stored)
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise errors.view_definition_invalid(name, f"{type(e).__name__}: {e}") from None
+    if not isinstance(definition.query, str) or not isinstance(time_zone, str):
+        raise errors.view_definition_invalid(name, "its query or time zone is not a string")
+    return definition, time_zone, database
+
+
+def is_view(spark: SparkSession, name: str) -> bool:
+    """Whether `name` is a materialized view's table (it holds a definition), readable or not: what
+    DROP MATERIALIZED VIEW needs to know, so a view whose definition was forged can still be dropped."""
+    table = delta_tables.lookup(spark, [name])[name]
+    return table.exists and table.version >= 0 and DEFINITION_PROPERTY in table.properties
 
 
 def shown_properties(spark: SparkSession, name: str) -> dict[str, str]:

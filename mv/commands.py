@@ -9,11 +9,14 @@ Example:
 """
 from __future__ import annotations
 
+import uuid
+from contextlib import contextmanager
 from dataclasses import asdict
+from typing import Iterator
 
 from pyspark.sql import DataFrame, SparkSession
 
-from mv import catalog, delta_tables, errors, maintainer, plan, refresh, statements
+from mv import catalog, delta_tables, errors, maintainer, plan, refresh, schedule, statements
 from mv.catalog import View
 from mv.history import ENGINE_WRITE
 from mv.names import TableName
@@ -90,6 +93,11 @@ def _validate(spark: SparkSession, statement: Create) -> QueryInfo:
         interval_micros(spark, interval)
     if d.watermark_idle and interval_micros(spark, d.watermark_idle) <= 0:
         raise errors.interval(d.watermark_idle, "IDLE AFTER must be longer than zero")
+    if info.temporary_views:  # the refresh runs in a session of its own, which has none of them
+        raise errors.source_temporary(d.name, list(info.temporary_views))
+    if d.schedule:  # a schedule that cannot be read would fail every scheduler pass, not CREATE
+        when = schedule.parse(d.schedule)
+        interval_micros(spark, when.at_most_every)
     if d.partitioned_by and d.cluster_by:
         raise errors.unsupported_combination("PARTITIONED BY and CLUSTER BY were both given", "Use one of them.")
     if d.policy == "INCREMENTAL STRICT":
@@ -109,8 +117,13 @@ def create(spark: SparkSession, statement: Create) -> tuple:
     if existing is not None and not statement.or_replace:
         raise errors.view_exists(d.name)
     info = _validate(spark, statement)
-    if existing is not None:
-        drop(spark, d.name, if_exists=True)
+    with _old_kept_until_replaced(spark, d.name, existing is not None):
+        return _made(spark, statement, info)
+
+
+def _made(spark: SparkSession, statement: Create, info: QueryInfo) -> tuple:
+    """The view of `statement` made: its sources' change feeds on, its table, its first refresh."""
+    d = statement.definition
     for source in info.source_tables:
         if catalog.shown_properties(spark, source).get("delta.enableChangeDataFeed") != "true":
             spark.sql(f"ALTER TABLE {source} SET TBLPROPERTIES (delta.enableChangeDataFeed = true)")
@@ -124,8 +137,66 @@ def create(spark: SparkSession, statement: Create) -> tuple:
         spark.sql(f"CREATE TABLE {d.name} USING delta{layout} "
                   f"TBLPROPERTIES ({_properties(d.tblproperties)}, {catalog.definition_property(view)}) "
                   f"AS SELECT * FROM ({d.query}) WHERE false")
-    outcome = refresh.refresh(spark, d.name)
+    with _undone_on_failure(spark, d.name):
+        outcome = refresh.refresh(spark, d.name)
     return (f"created {d.name}: {outcome.rows_inserted} rows",)
+
+
+@contextmanager
+def _old_kept_until_replaced(spark: SparkSession, name: str, replacing: bool) -> Iterator[None]:
+    """CREATE OR REPLACE keeps the old view until the new one is whole: its tables (the view's,
+    `__late`, `__open`) are renamed aside while the new view is made, renamed back if that fails,
+    and dropped once it succeeded. Renaming keeps a Delta table's files, properties and history.
+
+    Example:
+        >>> with _old_kept_until_replaced(spark, "hourly", replacing=True):
+        ...     _made(spark, statement, info)    # raises: hourly is the old view again
+    """
+    if not replacing:
+        yield
+        return
+    name, tag = TableName.parse(name), f"__replaced_{uuid.uuid4().hex[:8]}"
+    side = [name.late, name.open]
+    found = delta_tables.lookup(spark, side)
+    aside = {t: name.beside(tag + t.table[len(name.table):]) for t in [name] + [t for t in side if found[t].exists]}
+    for table, renamed in aside.items():
+        spark.sql(f"ALTER TABLE {table} RENAME TO {renamed}")
+    try:
+        yield
+    except BaseException:
+        for table, renamed in aside.items():
+            try:
+                spark.sql(f"ALTER TABLE {renamed} RENAME TO {table}")
+            except Exception:  # noqa: BLE001 - the failure that stopped CREATE is the one to report
+                pass
+        raise
+    for renamed in aside.values():
+        spark.sql(f"DROP TABLE IF EXISTS {renamed}")
+
+
+@contextmanager
+def _undone_on_failure(spark: SparkSession, name: str) -> Iterator[None]:
+    """CREATE is all or nothing: when its first refresh fails (or stops at a kill point, which is a
+    BaseException), the view's table, just created, goes, with the side tables (`__late`, `__open`)
+    that did not exist before; then the failure is raised as it was. The definition is a property
+    of the view's table, so it goes with it. (A process killed here leaves the view; DROP removes it.)
+
+    Example:
+        >>> with _undone_on_failure(spark, "hourly"):
+        ...     refresh.refresh(spark, "hourly")     # raises: hourly, hourly__late are gone
+    """
+    name = TableName.parse(name)
+    side = [name.late, name.open]
+    before = delta_tables.lookup(spark, side)
+    try:
+        yield
+    except BaseException:
+        for table in [name] + [t for t in side if not before[t].exists]:
+            try:
+                spark.sql(f"DROP TABLE IF EXISTS {table}")
+            except Exception:  # noqa: BLE001 - the failure that stopped CREATE is the one to report
+                pass
+        raise
 
 
 # A view's change feed is what views reading it consume; deletion vectors make merges cheaper. A
@@ -147,7 +218,7 @@ def _properties(tblproperties: str | None) -> str:
 
 def drop(spark: SparkSession, name: str, if_exists: bool = False) -> tuple:
     name = TableName.parse(name)
-    if catalog.load(spark, name) is None:
+    if not catalog.is_view(spark, name):  # a view whose definition cannot be read is dropped too
         if if_exists:
             return (f"{name} does not exist",)
         raise errors.unknown_view(name)

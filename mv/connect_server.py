@@ -26,6 +26,9 @@ from mv.session import session
 
 CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 DEFAULT_PORT = 15002
+# Clients get an error's class, message (with its hint) and parameters, not the server's Java stack
+# trace, which Spark Connect otherwise sends with every error and pyspark prints under the message.
+NO_JVM_TRACES = {"spark.sql.connect.serverStacktrace.enabled": "false"}
 
 
 def start(port: int = DEFAULT_PORT, host: str = "localhost", conf: dict[str, str] | None = None) -> SparkSession:
@@ -37,7 +40,7 @@ def start(port: int = DEFAULT_PORT, host: str = "localhost", conf: dict[str, str
     """
     os.environ.pop("SPARK_REMOTE", None)  # this process is the server, not a client of one
     settings = {"spark.plugins": CONNECT_PLUGIN, "spark.connect.grpc.binding.port": str(port),
-                "spark.connect.grpc.binding.address": host, **(conf or {})}
+                "spark.connect.grpc.binding.address": host, **NO_JVM_TRACES, **(conf or {})}
     spark = session(conf=settings)
     _wait_for_port(_local(host), port)
     return spark

@@ -103,6 +103,23 @@ def source_not_delta(view: str, source: str, provider: str) -> MvError:
                    view=view, source=source, provider=provider)
 
 
+def source_temporary(view: str, names: list[str]) -> MvError:
+    return MvError("MV_SOURCE_TEMPORARY",
+                   f"The query of {view} reads the temporary view {', '.join(names)}, which exists only in this "
+                   "session; the view's refreshes run in sessions of their own.",
+                   "Make it a view of the catalog (CREATE VIEW ... AS, without TEMPORARY) or a table, "
+                   "or name its tables in the query.",
+                   view=view, names=",".join(names))
+
+
+def view_definition_invalid(name: str, reason: str) -> MvError:
+    return MvError("MV_VIEW_DEFINITION_INVALID",
+                   f"The definition stored with the materialized view {name} (its table property "
+                   f"mv.definition) cannot be read: {reason}.",
+                   f"It was changed outside the engine; DROP MATERIALIZED VIEW {name} and create it again.",
+                   name=name, reason=reason)
+
+
 def watermark_column(view: str, column: str, available: list[str]) -> MvError:
     return MvError("MV_WATERMARK_COLUMN_NOT_FOUND",
                    f"The watermark column {column} of {view} is not the time column of a window "

@@ -20,7 +20,7 @@ def full(run: Run) -> tuple[RefreshState, writes.Write]:
     spark, d, info, previous = run.spark, run.view.definition, run.info, run.previous
     max_event = new_wm = None
     where, keep_final = [], None
-    if info.windows and info.window_start:
+    if info.windows and info.window_start and info.window_end:  # only window_start kept: no bounds to keep
         t, end = run.time_type, quote(info.window_end)
         times = [spark.sql(f"SELECT max({micros_sql(quote(w.time_column), t)}) FROM {run.source(w.sources[0])}")
                  .first()[0]

@@ -65,6 +65,7 @@ class QueryInfo:
     group_by: list[str] | None
     reasons: list[str]
     combinable: bool = False
+    temporary_views: tuple[str, ...] = ()  # read through this session's temporary views (by name)
 
     def column_with_role(self, role: str) -> str | None:
         return next((c.name for c in self.output if c.window_role == role), None)
@@ -142,7 +143,8 @@ def _parse_interval(spark: SparkSession, text: str) -> int:
     try:
         value = spark.sql(f"SELECT {text}").first()[0]
     except AnalysisException as e:
-        raise errors.interval(text, str(e).splitlines()[0]) from None
+        reason = next((line.strip() for line in str(e).splitlines() if line.strip()), "Spark cannot read it")
+        raise errors.interval(text, reason.rstrip(".")) from None
     if not hasattr(value, "total_seconds") or value.total_seconds() < 0:
         raise errors.interval(text, "it is not a non-negative day-time interval")
     return round(value.total_seconds() * 1_000_000)
@@ -158,4 +160,4 @@ def describe(spark: SparkSession, query: str) -> QueryInfo:
     windows = [Window(**{k: w[k] for k in Window.__dataclass_fields__}) for w in raw["windows"]]
     output = [Column(c["name"], c["type"], c.get("window_role"), c.get("aggregate")) for c in raw["output"]]
     return QueryInfo(raw["shape"], raw["sources"], windows, output, raw["group_by"], raw["reasons"],
-                     raw.get("combinable", False))
+                     raw.get("combinable", False), tuple(raw.get("temporary_views", ())))

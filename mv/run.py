@@ -84,7 +84,10 @@ class Run:
         """The source `table` as of the version this refresh reads to, as a relation in SQL's FROM
         (`bids VERSION AS OF 7`). A row a writer adds while the refresh runs belongs to the next
         refresh, which reads it from the change feed: read here too, it would be counted twice.
-        Text, not a temporary view: registering one is a Spark SQL execution of its own."""
+        Text, not a temporary view: registering one is a Spark SQL execution of its own.
+        A source that is not a Delta table (REFRESH POLICY FULL over parquet) has no versions: as it is."""
+        if self.targets[table] < 0:
+            return table
         return f"{table} VERSION AS OF {self.targets[table]}"
 
     @property

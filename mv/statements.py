@@ -193,10 +193,25 @@ class _Cursor:
         self.seen[clause] = token
 
     def rest(self) -> str:
+        """The query after AS, up to a closing ';' (nothing may follow it: see `end`)."""
         token = self.peek()
         if token is None:
             raise self.fail("a query", "Write the view's query after AS.")
-        return self.text[token.start:].strip().rstrip(";").strip()
+        start = token.start
+        while (t := self.peek()) is not None and t.text != ";":
+            self.i += 1
+        self.end()
+        return self.text[start:t.start if t is not None else len(self.text)].strip()
+
+    def end(self) -> None:
+        """The statement ends here: nothing, or one ';' and nothing after it (comments and spaces
+        aside). A second statement in the same text is refused, never run or dropped silently."""
+        if (t := self.peek()) is not None and t.text != ";":
+            raise self.fail("the end of the statement", "Remove what follows, or check the statement's form.")
+        if (t := self.peek(1)) is not None:
+            self.i += 1
+            raise self.fail("the end of the text after ';'", "Run one statement at a time (spark.sql runs one); "
+                            "`mv sql` and `mv sql -f FILE` run several, separated by ';'.")
 
 
 def tokenize(text: str) -> list[Token]:
@@ -230,8 +245,7 @@ def parse(text: str) -> Statement:
 
 
 def _end(c: _Cursor, statement: Statement) -> Statement:
-    if (t := c.peek()) is not None and t.text != ";":
-        raise c.fail("the end of the statement", "Remove what follows, or check the statement's form.")
+    c.end()
     return statement
 
 

@@ -128,6 +128,15 @@ def test_a_view_is_created_and_refreshed_incrementally(spark, bid):
     assert [(h.refresh_id, h.technique) for h in history] == [(1, "full"), (2, "incremental")]
 
 
+def test_an_engine_error_reaches_the_client_with_class_message_and_hint_and_no_jvm_trace(spark, bid):
+    with pytest.raises(Exception) as raised:  # through spark.sql, as any Connect client sends it
+        spark.sql(f"CREATE MATERIALIZED VIEW bid_bad SCHEDULE CRON '0 61 * * *' AS {VIEW_QUERY.format(table=bid)}")
+    text = str(raised.value)
+    assert raised.value.getCondition() == "MV_SCHEDULE_INVALID"
+    assert "'61' is outside 0-23" in text and "Hint: Write SCHEDULE EVERY" in text
+    assert "JVM stacktrace" not in text and "\tat " not in text and "org.apache.spark" not in text
+
+
 @pytest.mark.compat
 def test_a_plain_connect_client_runs_every_statement_as_spark_sql(server):
     script = Path(statement_suite.__file__)

@@ -56,6 +56,17 @@ def test_other_statements(text, expected):
     assert parse(text) == expected
 
 
+@pytest.mark.parametrize("text", ["REFRESH MATERIALIZED VIEW v;", "REFRESH MATERIALIZED VIEW v ; -- done\n",
+                                  "REFRESH MATERIALIZED VIEW v; /* a comment; with a ';' */  \n"])
+def test_one_statement_may_end_with_a_semicolon_spaces_and_comments(text):
+    assert parse(text) == Refresh("v")
+
+
+def test_a_create_ends_at_its_semicolon_and_keeps_one_inside_a_string():
+    statement = parse("CREATE MATERIALIZED VIEW v AS SELECT 'a;b' AS x ; -- done")
+    assert statement.definition.query == "SELECT 'a;b' AS x"
+
+
 def test_explain_create_parses_the_create():
     statement = parse(f"EXPLAIN CREATE MATERIALIZED VIEW v AS {QUERY}")
     assert statement.create.definition.query == QUERY
@@ -76,6 +87,12 @@ def test_explain_create_parses_the_create():
     ("CREATE OR REPLACE MATERIALIZED VIEW IF NOT EXISTS v AS SELECT 1", "MV_STATEMENT_UNSUPPORTED_COMBINATION", None),
     ("REFRESH MATERIALIZED VIEW v NOW", "MV_STATEMENT_SYNTAX", "NOW"),
     ("CREATE MATERIALIZED VIEW v WATERMARK FOR ts AS ts - 5 AS SELECT 1", "MV_STATEMENT_SYNTAX", "5"),
+    # a second statement after ';' is refused, never run or dropped silently
+    ("REFRESH MATERIALIZED VIEW v; DROP TABLE canary", "MV_STATEMENT_SYNTAX", "DROP"),
+    ("DROP MATERIALIZED VIEW v;\n-- then\nDROP TABLE canary;", "MV_STATEMENT_SYNTAX", "DROP"),
+    ("SHOW MATERIALIZED VIEWS; ;", "MV_STATEMENT_SYNTAX", ";"),
+    ("CREATE MATERIALIZED VIEW v AS SELECT 1 AS x; DROP TABLE canary", "MV_STATEMENT_SYNTAX", "DROP"),
+    (f"EXPLAIN CREATE MATERIALIZED VIEW v AS {QUERY}; SELECT 2", "MV_STATEMENT_SYNTAX", "SELECT"),
 ])
 def test_malformed_statements_name_the_error_and_point_at_it(text, error_class, fragment):
     with pytest.raises(MvError) as raised:

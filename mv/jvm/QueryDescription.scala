@@ -82,6 +82,7 @@ object QueryDescription extends PredicateHelper {
     Map(
       "shape" -> shape,
       "sources" -> sources(plan, reasons),
+      "temporary_views" -> temporaryViews(plan),
       "windows" -> windows.map(describeWindow),
       "output" -> output,
       "group_by" -> groupBy(plan).orNull,
@@ -317,6 +318,11 @@ object QueryDescription extends PredicateHelper {
         reasons += "UNSUPPORTED_SOURCE"
         Some(Map("table" -> null, "provider" -> other.nodeName))
     }
+
+  /** The temporary views the query reads (by name): they live in one session, and a view's refresh
+   * runs in a session of its own. */
+  private def temporaryViews(plan: LogicalPlan): Seq[String] =
+    plan.collectWithSubqueries { case v: View if v.isTempView => v.desc.identifier.unquotedString }.distinct
 
   /** Whether the Delta table is a materialized view: its definition is one of its Delta properties. */
   private def isMaterializedView(table: org.apache.spark.sql.catalyst.catalog.CatalogTable): Boolean =
