@@ -120,11 +120,22 @@ def create(spark: SparkSession, statement: Create) -> tuple:
         catalog.create_empty(spark, d.name, d.query, f"USING delta{layout} "
                              f"TBLPROPERTIES ({_properties(d.tblproperties)}, {catalog.definition_property(view)})")
     except Exception as e:  # noqa: BLE001 - Spark's and Delta's errors reach Python as several types
-        if errors.lost_race(e):  # another thread or session created the name since the check above
-            raise (errors.view_exists(d.name) if catalog.load(spark, d.name) else errors.table_exists(d.name)) from None
-        raise
+        if not errors.lost_race(e):
+            raise
+        lost = _lost_create(spark, d.name)  # another thread or session created the name since the check above
+        if statement.if_not_exists and lost.error_class == "MV_VIEW_ALREADY_EXISTS":
+            return (f"{d.name} already exists",)
+        raise lost from None
     outcome = refresh.refresh(spark, d.name)
     return (f"created {d.name}: {outcome.rows_inserted} rows",)
+
+
+def _lost_create(spark: SparkSession, name: str) -> errors.MvError:
+    """The error of a CREATE whose table another CREATE made first: that one's view exists, or a
+    table that is none, or (its CREATE failed too) nothing, and running this one again creates it."""
+    if catalog.load(spark, name) is not None:
+        return errors.view_exists(name)
+    return errors.table_exists(name) if spark.catalog.tableExists(name) else errors.concurrent_refresh(name)
 
 
 def _enable_change_feed(spark: SparkSession, view: str, source: str) -> None:

@@ -20,7 +20,8 @@ from mv.query import sql_string
 SOURCE = "ro_alter_bids"
 QUERY = f"SELECT item, count(*) AS n, max(price) AS high FROM {SOURCE} GROUP BY item"
 WINDOWED = (f"SELECT window_start, window_end, item, count(*) AS n, max(price) AS high "
-            f"FROM TUMBLE(TABLE({SOURCE}), DESCRIPTOR(ts), INTERVAL '10' MINUTES) GROUP BY window_start, window_end, item")
+            f"FROM TUMBLE(TABLE({SOURCE}), DESCRIPTOR(ts), INTERVAL '10' MINUTES) "
+            "GROUP BY window_start, window_end, item")
 CLOSE = "WATERMARK FOR ts AS ts - INTERVAL '1' MINUTE EMIT ON WINDOW CLOSE GRACE INTERVAL '1' HOUR"
 
 
