@@ -125,6 +125,20 @@ def definition_property(view: View) -> str:
     return f"'{DEFINITION_PROPERTY}' = {sql_string(stored)}"
 
 
+def create_empty(spark: SparkSession, table: str, query: str, clauses: str, if_not_exists: bool = False) -> None:
+    """Create `table` (a view's, or its `__late` or `__open` table) empty, with the columns of
+    `query`: `CREATE TABLE [IF NOT EXISTS] table clauses AS SELECT * FROM (query) WHERE false`, run
+    by the extension's MV_CREATE_TABLE (mv/jvm/EngineCreate.scala), the one statement that the
+    read-only rule lets create a view's tables. It only creates; a table that exists fails it
+    (TABLE_OR_VIEW_ALREADY_EXISTS), or with `if_not_exists` is left as it is.
+
+    Example:
+        >>> create_empty(spark, "v__late", "SELECT * FROM rows", "USING delta", if_not_exists=True)
+    """
+    spec = {"table": table, "query": query, "clauses": clauses, "if_not_exists": if_not_exists}
+    spark.sql(f"MV_CREATE_TABLE {sql_string(json.dumps(spec))}")
+
+
 def list_views(spark: SparkSession) -> list[str]:
     """Names of the materialized views in the current database: the tables whose properties hold a
     definition, read as `load` reads them, in one `mv_delta_tables` query for all of them."""

@@ -18,10 +18,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from mv import catalog, delta_tables, errors, maintainer, plan, refresh, schedule, statements
 from mv.catalog import View
-from mv.history import ENGINE_WRITE
 from mv.names import TableName
 from mv.query import QueryInfo, describe, interval_micros, sql_string
-from mv.settings import session_settings
 from mv.state import read
 from mv.statements import Create, Describe, Drop, Explain, Refresh, Show, SparkSql
 
@@ -125,21 +123,50 @@ def _made(spark: SparkSession, statement: Create, info: QueryInfo) -> tuple:
     """The view of `statement` made: its sources' change feeds on, its table, its first refresh."""
     d = statement.definition
     for source in info.source_tables:
-        if catalog.shown_properties(spark, source).get("delta.enableChangeDataFeed") != "true":
-            spark.sql(f"ALTER TABLE {source} SET TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+        _enable_change_feed(spark, d.name, source)
     layout = (f" PARTITIONED BY {d.partitioned_by}" if d.partitioned_by else "") + \
              (f" CLUSTER BY {d.cluster_by}" if d.cluster_by else "") + \
              (f" COMMENT {d.comment}" if d.comment else "")
     view = View(d.name, d, spark.conf.get("spark.sql.session.timeZone"), spark.catalog.currentDatabase())
     # The table is the view from its first commit; a catalog that creates it before writing its
     # (empty) rows makes that write one into a view's table, which only the engine may do.
-    with session_settings(spark, {ENGINE_WRITE: "true"}):
-        spark.sql(f"CREATE TABLE {d.name} USING delta{layout} "
-                  f"TBLPROPERTIES ({_properties(d.tblproperties)}, {catalog.definition_property(view)}) "
-                  f"AS SELECT * FROM ({d.query}) WHERE false")
+    try:
+        catalog.create_empty(spark, d.name, d.query, f"USING delta{layout} "
+                             f"TBLPROPERTIES ({_properties(d.tblproperties)}, {catalog.definition_property(view)})")
+    except Exception as e:  # noqa: BLE001 - Spark's and Delta's errors reach Python as several types
+        if not errors.lost_race(e):
+            raise
+        lost = _lost_create(spark, d.name)  # another thread or session created the name since the check above
+        if statement.if_not_exists and lost.error_class == "MV_VIEW_ALREADY_EXISTS":
+            return (f"{d.name} already exists",)
+        raise lost from None
     with _undone_on_failure(spark, d.name):
         outcome = refresh.refresh(spark, d.name)
     return (f"created {d.name}: {outcome.rows_inserted} rows",)
+
+
+def _lost_create(spark: SparkSession, name: str) -> errors.MvError:
+    """The error of a CREATE whose table another CREATE made first: that one's view exists, or a
+    table that is none, or (its CREATE failed too) nothing, and running this one again creates it."""
+    if catalog.load(spark, name) is not None:
+        return errors.view_exists(name)
+    return errors.table_exists(name) if spark.catalog.tableExists(name) else errors.concurrent_refresh(name)
+
+
+def _enable_change_feed(spark: SparkSession, view: str, source: str) -> None:
+    """Turn on the change feed of `source`, unless on; a CREATE in another thread turning it on at
+    the same moment makes Delta fail this ALTER, which is then as good as done."""
+    def enabled() -> bool:
+        return catalog.shown_properties(spark, source).get("delta.enableChangeDataFeed") == "true"
+    if enabled():
+        return
+    try:
+        spark.sql(f"ALTER TABLE {source} SET TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+    except Exception as e:  # noqa: BLE001 - Delta's conflicts reach Python as several exception types
+        if not errors.lost_race(e):
+            raise
+        if not enabled():
+            raise errors.concurrent_refresh(view) from None
 
 
 @contextmanager

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from mv import errors
+from mv import catalog, errors
 from mv.catalog import View
 from mv.delta_tables import Table
 from mv.names import TableName
@@ -50,7 +50,6 @@ def _incarnation(spark: SparkSession, view: View) -> str:
 
 
 LATE_KEY = "mv_late"
-ENGINE_WRITE = "mv.internal.engineWrite"  # ReadOnlyViews.scala lets this session's writes into views' tables pass
 # LateRowsCommit.scala's table properties: the newest refresh and part appended, and its note.
 LATE_WRITTEN, LATE_NOTE = "mv.late.written", "mv.late.note"
 
@@ -89,9 +88,7 @@ def create_beside(spark: SparkSession, view: View, table: str, rows: str, proper
     created empty with the columns of the temporary view `rows` unless it exists; two refreshes
     of the view creating it at once make the loser fail with MV_CONCURRENT_REFRESH."""
     try:
-        with session_settings(spark, {ENGINE_WRITE: "true"}):  # past the read-only rule
-            spark.sql(f"CREATE TABLE IF NOT EXISTS {table} USING delta {properties}"
-                      f"AS SELECT * FROM {rows} WHERE false")
+        catalog.create_empty(spark, table, f"SELECT * FROM {rows}", f"USING delta {properties}", if_not_exists=True)
     except Exception as e:  # noqa: BLE001 - Delta's conflicts reach Python as several exception types
         if errors.lost_race(e):
             raise errors.concurrent_refresh(view.name) from None

@@ -58,6 +58,11 @@ def test_a_view_and_source_named_as_sql_must_quote_are_created_refreshed_late_an
     assert spark.table(TableName.parse(view).late).count() == 1
     assert [r.name for r in spark.sql("SHOW MATERIALIZED VIEWS").collect()].count(TableName.parse(view)) == 1
 
+    for table in (view, TableName.parse(view).late):   # only the refresh writes either
+        with pytest.raises(Exception) as raised:
+            spark.sql(f"INSERT INTO {table} SELECT * FROM {table}")
+        assert raised.value.getCondition() == "MV_VIEW_READ_ONLY"
+
     spark.sql(f"DROP MATERIALIZED VIEW {view}")
 
     assert not spark.catalog.tableExists(view) and not spark.catalog.tableExists(TableName.parse(view).late)

@@ -5,9 +5,9 @@ import scala.util.Try
 
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.catalyst.analysis.{ResolvedIdentifier, ResolvedTable}
-import org.apache.spark.sql.catalyst.plans.logical.{AppendData, LogicalPlan, OverwriteByExpression,
-  OverwritePartitionsDynamic, ReplaceTable, ReplaceTableAsSelect}
-import org.apache.spark.sql.connector.catalog.TableCatalog
+import org.apache.spark.sql.catalyst.plans.logical.{AlterTableCommand, AppendData, LogicalPlan,
+  OverwriteByExpression, OverwritePartitionsDynamic, ReplaceTable, ReplaceTableAsSelect}
+import org.apache.spark.sql.connector.catalog.{TableCatalog, TableChange}
 import org.apache.spark.sql.delta.DeltaLog
 import org.apache.spark.sql.delta.commands.{DeleteCommand, MergeIntoCommand, RestoreTableCommand,
   TruncateDeltaTableCommand, UpdateCommand, WriteIntoDelta}
@@ -17,18 +17,26 @@ import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
  * A view that only its refresh writes: INSERT, INSERT OVERWRITE, UPDATE, DELETE, MERGE, TRUNCATE,
  * RESTORE, REPLACE TABLE and DataFrame writes into a view's table, its `__late` or its `__open` table fail with
  * MV_VIEW_READ_ONLY before they run, however they were written (SQL, DataFrame writer, DeltaTable
- * API), since all of them are analysed plans. Maintenance (OPTIMIZE, VACUUM, ANALYZE, ALTER TABLE
- * ... SET TBLPROPERTIES) and DROP TABLE pass.
+ * API), since all of them are analysed plans. So does an ALTER TABLE that changes their columns
+ * (ADD, DROP, RENAME, ALTER COLUMN's type, nullability or position, REPLACE COLUMNS), after which no
+ * refresh could write them, or that sets or unsets one of the engine's own properties (`mv.*`),
+ * which only the refresh's commit changes. Maintenance (OPTIMIZE, VACUUM, ANALYZE, column comments,
+ * other table properties) and DROP TABLE pass:
+ * {{{
+ *   ALTER TABLE v ADD COLUMN note STRING        -- MV_VIEW_READ_ONLY
+ *   ALTER TABLE v SET TBLPROPERTIES ('team' = 'bids')   -- passes
+ * }}}
  *
- * The refresh's own commit (RefreshCommit) is no analysed write; the one write of the maintainer
- * that is, appending late rows, sets [[EngineWrite]] in the refresh's own session. A write that
- * gets around this rule (a path-based write, another engine) is caught at the next refresh instead
+ * The refresh's own commits (RefreshCommit, LateRowsCommit) are no analysed writes; the one of the
+ * engine that is, creating a view's tables, passes only on the thread of its own command while it
+ * runs ([[EngineCreate.isRunning]]): no session setting switches the rule off. A write that gets
+ * around this rule (a path-based write, another engine) is caught at the next refresh instead
  * (DeltaTables.outsideChange).
  */
 case class ReadOnlyViews(spark: SparkSession) extends (LogicalPlan => Unit) {
 
   override def apply(plan: LogicalPlan): Unit =
-    if (!spark.conf.getOption(ReadOnlyViews.EngineWrite).contains("true")) plan.foreach { node =>
+    if (!EngineCreate.isRunning) plan.foreach { node =>
       ReadOnlyViews.target(node).foreach { case (table, configuration, operation) =>
         ReadOnlyViews.owner(spark, table, configuration)
           .foreach(view => throw WindowErrors.viewReadOnly(table, view, operation))
@@ -37,8 +45,6 @@ case class ReadOnlyViews(spark: SparkSession) extends (LogicalPlan => Unit) {
 }
 
 object ReadOnlyViews {
-  /** Set to "true" in the refresh's own session around its late-row append. */
-  val EngineWrite = "mv.internal.engineWrite"
   val DefinitionProperty = "mv.definition"
   /** The tables beside a view that only its refresh writes: late rows, open windows. */
   val Suffixes = Seq("__late", "__open")
@@ -48,10 +54,10 @@ object ReadOnlyViews {
     case w: AppendData => v2(w.table, "INSERT")
     case w: OverwriteByExpression => v2(w.table, "INSERT OVERWRITE")
     case w: OverwritePartitionsDynamic => v2(w.table, "INSERT OVERWRITE")
-    case d: DeleteCommand => delta(d.catalogTable.map(_.identifier.unquotedString), d.deltaLog, "DELETE")
-    case u: UpdateCommand => delta(u.catalogTable.map(_.identifier.unquotedString), u.tahoeFileIndex.deltaLog, "UPDATE")
-    case m: MergeIntoCommand => delta(m.catalogTable.map(_.identifier.unquotedString), m.targetFileIndex.deltaLog, "MERGE")
-    case w: WriteIntoDelta => delta(w.catalogTableOpt.map(_.identifier.unquotedString), w.deltaLog, "a write")
+    case d: DeleteCommand => delta(d.catalogTable.map(_.identifier.quotedString), d.deltaLog, "DELETE")
+    case u: UpdateCommand => delta(u.catalogTable.map(_.identifier.quotedString), u.tahoeFileIndex.deltaLog, "UPDATE")
+    case m: MergeIntoCommand => delta(m.catalogTable.map(_.identifier.quotedString), m.targetFileIndex.deltaLog, "MERGE")
+    case w: WriteIntoDelta => delta(w.catalogTableOpt.map(_.identifier.quotedString), w.deltaLog, "a write")
     case t: TruncateDeltaTableCommand => t.child match {
       case ResolvedTable(_, _, table, _) => Some((table.name, () => table.properties.asScala.toMap, "TRUNCATE"))
       case _ => None
@@ -60,8 +66,37 @@ object ReadOnlyViews {
       delta(Some(r.sourceTable.name), r.sourceTable.deltaLog, "RESTORE")
     case r: ReplaceTableAsSelect => existing(r.name, "REPLACE TABLE")
     case r: ReplaceTable => existing(r.name, "REPLACE TABLE")
+    case a: AlterTableCommand => altered(a)
     case _ => None
   }
+
+  /** The table an ALTER TABLE changes in a way only the engine may: its columns, or its `mv.*` properties. */
+  private def altered(alter: AlterTableCommand) = alter.table match {
+    case ResolvedTable(_, _, table, _) =>
+      Try(alter.changes).getOrElse(Nil).collectFirst(Function.unlift(forbidden))
+        .map(what => (table.name, () => table.properties.asScala.toMap, s"ALTER TABLE ... $what"))
+    case _ => None
+  }
+
+  /** What a change does, if only the engine may do it; a column's comment is the user's. */
+  private def forbidden(change: TableChange): Option[String] = change match {
+    case _: TableChange.UpdateColumnComment => None
+    case c: TableChange.ColumnChange => Some(columnChange(c))
+    case p: TableChange.SetProperty if engineProperty(p.property) => Some(s"SET TBLPROPERTIES ('${p.property}')")
+    case p: TableChange.RemoveProperty if engineProperty(p.property) => Some(s"UNSET TBLPROPERTIES ('${p.property}')")
+    case _ => None
+  }
+
+  private def columnChange(change: TableChange.ColumnChange): String = change match {
+    case _: TableChange.AddColumn => "ADD COLUMN"
+    case _: TableChange.DeleteColumn => "DROP COLUMN"
+    case _: TableChange.RenameColumn => "RENAME COLUMN"
+    case _: TableChange.UpdateColumnType => "ALTER COLUMN ... TYPE"
+    case c => s"ALTER COLUMN (${c.getClass.getSimpleName})"
+  }
+
+  /** The engine's own table properties (`mv.definition`, `mv.state`, `mv.late.written`, ...). */
+  private def engineProperty(key: String): Boolean = key.toLowerCase.startsWith("mv.")
 
   private def v2(table: LogicalPlan, operation: String) = table match {
     case r: DataSourceV2Relation => Some((r.table.name, () => r.table.properties.asScala.toMap, operation))
@@ -79,10 +114,12 @@ object ReadOnlyViews {
 
   /** The view `table` belongs to: itself if its properties hold a definition, or the view of a table beside it. */
   private def owner(spark: SparkSession, table: String, configuration: () => Map[String, String]): Option[String] = {
-    val name = table.split('.').last.stripPrefix("`").stripSuffix("`")
-    val suffix = Suffixes.find(name.toLowerCase.endsWith)
+    // Names arrive quoted (`cat`.`db`.`t`) or, from a path-based write, as a path: parsed, not split.
+    val parts = Try(spark.sessionState.sqlParser.parseMultipartIdentifier(table)).getOrElse(Seq(table))
+    val suffix = Suffixes.find(parts.last.toLowerCase.endsWith)
     if (suffix.isDefined) {
-      val viewName = table.stripSuffix("`").dropRight(suffix.get.length).stripSuffix("`")
+      val viewName = (parts.init :+ parts.last.dropRight(suffix.get.length))
+        .map(p => "`" + p.replace("`", "``") + "`").mkString(".")
       Try(DeltaTables.catalogTable(spark.asInstanceOf[org.apache.spark.sql.classic.SparkSession], viewName)).toOption
         .filter(view => DeltaLog.forTable(spark.asInstanceOf[org.apache.spark.sql.classic.SparkSession], view)
           .unsafeVolatileSnapshot.metadata.configuration.contains(DefinitionProperty))

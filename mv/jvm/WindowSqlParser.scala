@@ -11,8 +11,9 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
 import org.apache.spark.sql.types.{DataType, StructType}
 
 /**
- * Spark's parser, plus three things for window functions, the refresh's own commit statement
- * ([[RefreshCommit]]), and `mv_refresh_history` read as a table ([[DeltaTables]]).
+ * Spark's parser, plus three things for window functions, the engine's own statements (the
+ * refresh's commit [[RefreshCommit]], [[LateRowsCommit]], [[EngineCreate]]), and
+ * `mv_refresh_history` read as a table ([[DeltaTables]]).
  *
  * Window function calls are bound to a [[WindowTableFunctionCall]] as soon as a statement is
  * parsed ([[ResolveWindowTableFunctions.Bind]]), before any analyzer rule can misread their
@@ -37,6 +38,7 @@ class WindowSqlParser(delegate: ParserInterface) extends ParserInterface {
     MaterializedViewStatements.parse(sqlText)
       .orElse(RefreshCommit.parse(sqlText, literal))
       .orElse(LateRowsCommit.parse(sqlText, literal))
+      .orElse(EngineCreate.parse(sqlText, literal))
       .getOrElse(DeltaTables.asTableFunction(parseWindowed(sqlText, delegate.parsePlan)))
   }
 
