@@ -10,6 +10,14 @@
   message with the technique, the reason and the counts, e.g.
     "REFRESH incremental CHANGES_ONLY: rows_read=3 rows_inserted=1 rows_updated=1 rows_deleted=0 late_rows=0"
   An engine error (MV_...) fails the model with its class and hint, and changes nothing.
+
+  dbt ignores a package's override of a built-in materialization unless the root project names it,
+  with one macro file in the project (README.md, "dbt"):
+    {% materialization materialized_view, adapter='spark' %}
+      {{ return(mv_engine.materialization_materialized_view_spark()) }}
+    {% endmaterialization %}
+  The macros here are called by their package name (mv_engine.) because they then run in the root
+  project's context.
 -#}
 {% materialization materialized_view, adapter='spark' %}
   {%- set target_relation = this.incorporate(type='table') -%}
