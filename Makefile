@@ -19,7 +19,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[dev]' 'pyspark==$(SPARK)'
+	$(VENV)/bin/pip install -q -e '.[dev,dbt]' 'pyspark==$(SPARK)'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

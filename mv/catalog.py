@@ -13,7 +13,7 @@ Example:
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from pyspark.sql import SparkSession
 
@@ -21,7 +21,7 @@ from mv import delta_tables, errors
 from mv.names import TableName
 from mv.query import sql_string
 from mv.settings import session_settings
-from mv.statements import Definition
+from mv.statements import Definition, tokenize
 
 DEFINITION_PROPERTY = "mv.definition"
 # SHOW TBLPROPERTIES replaces a value by "*********(redacted)" when its key or value matches this
@@ -146,3 +146,40 @@ def list_views(spark: SparkSession) -> list[str]:
               if not t.isTemporary and t.tableType != "VIEW"}
     found = delta_tables.lookup(spark, list(tables))
     return sorted(short for name, short in tables.items() if DEFINITION_PROPERTY in found[name].properties)
+
+
+Differences = tuple[tuple[str, str | None, str | None], ...]
+
+
+def compare(spark: SparkSession, declared: Definition) -> tuple[str, Differences]:
+    """What CREATE OR REPLACE of `declared` would do to the catalog: "create" (no view by its name),
+    "replace" (the stored definition differs; the differing fields come along) or "unchanged".
+    `mv deploy`, EXPLAIN CREATE and dbt's materialization decide with it.
+
+    Example:
+        >>> compare(spark, statements.parse("CREATE MATERIALIZED VIEW hourly EMIT ON WINDOW CLOSE ...").definition)
+        ('replace', (('emit', 'UPDATE', 'WINDOW CLOSE'),))
+    """
+    existing = load(spark, declared.name)
+    if existing is None:
+        if spark.catalog.tableExists(str(declared.name)):
+            raise errors.table_exists(declared.name)
+        return "create", ()
+    found = differences(existing.definition, declared)
+    return ("replace" if found else "unchanged"), found
+
+
+def differences(old: Definition, new: Definition) -> Differences:
+    """The fields whose values differ, as (field, old, new); layout, comments and keyword case aside."""
+    found = []
+    for f in fields(Definition):
+        before, after = getattr(old, f.name), getattr(new, f.name)
+        if _normal(before) != _normal(after):
+            found.append((f.name, before, after))
+    return tuple(found)
+
+
+def _normal(value):
+    if not isinstance(value, str):
+        return value
+    return [t.text if t.kind == "string" else t.text.lower() for t in tokenize(value)]

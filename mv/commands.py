@@ -270,11 +270,13 @@ def describe_view(spark: SparkSession, name: str, extended: bool) -> list[tuple]
 
 def explain(spark: SparkSession, statement: Explain) -> list[tuple]:
     """How the view is (or would be) refreshed, and why."""
+    deploy = []
     if statement.create is not None:
         _validate(spark, statement.create)
         d = statement.create.definition
         view = View(d.name, d, spark.conf.get("spark.sql.session.timeZone"), spark.catalog.currentDatabase())
         previous = "after the first refresh"
+        deploy = [("deploy", _deploy_action(spark, d))]
     else:
         view, previous = catalog.require(spark, statement.name), None
     info = refresh.described(spark, view)
@@ -287,7 +289,14 @@ def explain(spark: SparkSession, statement: Explain) -> list[tuple]:
     unweighed = "none: nothing to weigh (no pending change, a full refresh, or not a window query)"
     return [("technique", chosen.technique), ("reason", chosen.reason), ("shape", info.shape),
             ("sources", ", ".join(info.source_tables)), ("row_key", ", ".join(info.group_by or [])),
-            ("estimate", weighed.describe() if weighed else unweighed)]
+            ("estimate", weighed.describe() if weighed else unweighed)] + deploy
+
+
+def _deploy_action(spark: SparkSession, declared: statements.Definition) -> str:
+    """EXPLAIN CREATE's `deploy` row: what CREATE OR REPLACE would do to the view stored under the
+    name, as `mv deploy` decides it: "create", "unchanged", or "replace: " and the differing fields."""
+    action, found = catalog.compare(spark, declared)
+    return f"replace: {', '.join(field for field, _, _ in found)}" if action == "replace" else action
 
 
 def _pretend_state(info):

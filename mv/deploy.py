@@ -17,7 +17,7 @@ Example:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -128,30 +128,8 @@ def plan(spark: SparkSession, folder: str | Path) -> Plan:
 
 
 def _change(spark: SparkSession, declared: Declared) -> Change:
-    name = declared.definition.name
-    existing = catalog.load(spark, name)
-    if existing is None:
-        if spark.catalog.tableExists(name):
-            raise errors.table_exists(name)
-        return Change("create", declared)
-    found = differences(existing.definition, declared.definition)
-    return Change("replace" if found else "unchanged", declared, found)
-
-
-def differences(old: Definition, new: Definition) -> tuple[tuple[str, str | None, str | None], ...]:
-    """The fields whose values differ, as (field, old, new); layout, comments and keyword case aside."""
-    found = []
-    for f in fields(Definition):
-        before, after = getattr(old, f.name), getattr(new, f.name)
-        if _normal(before) != _normal(after):
-            found.append((f.name, before, after))
-    return tuple(found)
-
-
-def _normal(value):
-    if not isinstance(value, str):
-        return value
-    return [t.text if t.kind == "string" else t.text.lower() for t in tokenize(value)]
+    action, found = catalog.compare(spark, declared.definition)
+    return Change(action, declared, found)
 
 
 def apply(spark: SparkSession, planned: Plan) -> Iterator[tuple[str, str, str]]:

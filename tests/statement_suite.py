@@ -26,6 +26,7 @@ STATEMENTS = [
     "DESCRIBE MATERIALIZED VIEW totals",
     "EXPLAIN MATERIALIZED VIEW totals",
     f"EXPLAIN CREATE MATERIALIZED VIEW other AS {QUERY}",
+    f"EXPLAIN CREATE OR REPLACE MATERIALIZED VIEW totals AS {QUERY}",  # deploy row: what would change
     "INSERT INTO bids VALUES (TIMESTAMP'2020-04-15 08:21:00', 7, 'G')",
     "REFRESH MATERIALIZED VIEW totals",
     "REFRESH MATERIALIZED VIEW totals",
@@ -54,7 +55,12 @@ EXPECTED = [
                         ["estimate", "none: nothing to weigh (no pending change, a full refresh, or not a window query)"]]],
     ["property,value", [["technique", "incremental"], ["reason", "CHANGES_ONLY"], ["shape", "window"],
                         ["sources", "spark_catalog.{db}.bids"], ["row_key", "window_start, window_end"],
-                        ["estimate", "none: nothing to weigh (no pending change, a full refresh, or not a window query)"]]],
+                        ["estimate", "none: nothing to weigh (no pending change, a full refresh, or not a window query)"],
+                        ["deploy", "create"]]],
+    ["property,value", [["technique", "incremental"], ["reason", "CHANGES_ONLY"], ["shape", "window"],
+                        ["sources", "spark_catalog.{db}.bids"], ["row_key", "window_start, window_end"],
+                        ["estimate", "none: nothing to weigh (no pending change, a full refresh, or not a window query)"],
+                        ["deploy", "replace: watermark_column, watermark_delay, comment"]]],
     ["", []],
     ["view,technique,reason,refresh_id,rows_read,rows_inserted,rows_updated,rows_deleted,late_rows,"
      "groups_combined,groups_recomputed,duration_s",
