@@ -13,7 +13,7 @@ from dataclasses import asdict
 
 from pyspark.sql import DataFrame, SparkSession
 
-from mv import catalog, delta_tables, errors, maintainer, plan, refresh, statements
+from mv import catalog, delta_tables, errors, internal_columns, maintainer, plan, refresh, statements
 from mv.catalog import View
 from mv.history import ENGINE_WRITE
 from mv.query import QueryInfo, describe, interval_micros, sql_string
@@ -69,6 +69,7 @@ def _validate(spark: SparkSession, statement: Create) -> QueryInfo:
     description."""
     d = statement.definition
     info = describe(spark, d.query)
+    internal_columns.check(d.name, info)
     for source in info.sources:
         if source.get("provider") != "delta" and d.policy != "FULL":
             raise errors.source_not_delta(d.name, source.get("table") or "a file source", source.get("provider"))
