@@ -109,7 +109,7 @@ def test_a_column_with_the_reserved_prefix_is_refused_at_create_and_at_refresh(s
     spark.sql(f"INSERT INTO {src} VALUES {row(3, '00:20', 'c')[:-1]}, 'n')")
     with pytest.raises(MvError) as raised:
         mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").collect()
-    assert (raised.value.getCondition(), raised.value.params["source"]) == ("MV_RESERVED_COLUMN_NAME", src)
+    assert raised.value.getCondition() == "MV_RESERVED_COLUMN_NAME" and raised.value.params["source"].endswith(src)
     assert spark.sql(f"SELECT sum(`__action`) FROM {view}").first()[0] == 2   # the refresh changed nothing
 
     spark.sql(f"ALTER TABLE {src} SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")   # the hint
