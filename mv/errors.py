@@ -201,12 +201,13 @@ def query_broken(view: str, cause: str) -> MvError:
 def reserved_column_name(view: str, column: str, source: str | None) -> MvError:
     """A column beginning with `__mv_`, the engine's helper columns' prefix (mv/internal_columns.py)."""
     where = f"The source {source} of {view} has" if source else f"The query of {view} has"
+    name = "`" + column.replace("`", "``") + "`"
     hint = (f"Rename it in {source} (with column mapping on: ALTER TABLE {source} SET TBLPROPERTIES "
-            f"('delta.columnMapping.mode' = 'name'), then ALTER TABLE {source} RENAME COLUMN {column} TO ...), "
-            "then REFRESH ... FULL." if source else
-            f"Rename it with AS, e.g. {column} AS {column[5:] or 'c'}.")
+            f"('delta.columnMapping.mode' = 'name'), then ALTER TABLE {source} RENAME COLUMN {name} TO ...), "
+            "then run the statement again (a refresh as REFRESH ... FULL)." if source else
+            f"Rename it with AS, e.g. ... AS `{column[5:] or 'c'}`.")
     return MvError("MV_RESERVED_COLUMN_NAME",
-                   f"{where} a column {column}: names beginning with __mv_ are the engine's own.", hint,
+                   f"{where} a column {name}: names beginning with __mv_ are the engine's own.", hint,
                    view=view, column=column, source=source or "")
 
 

@@ -4,7 +4,7 @@ sources' columns, named in one place (the JVM's names: mv/jvm/InternalColumns.sc
 Every helper column begins with the reserved prefix `__mv_`, and no view's query may have an output
 column or read a source with a column that begins with it (`check`, at CREATE and at every REFRESH):
 so a helper column can never take a user's column's place, whatever else the user names a column
-(`__op`, `__deleted` from Debezium, `__sign`, `t`...). The late table's own columns (`_change_sign`,
+(`__op`, `__deleted` from Debezium, `__sign`, `__file`...). The late table's own columns (`_change_sign`,
 `refresh_id`, `target_versions`, `detected_at`) keep their names, which existing late tables have:
 a source column of one of these names is kept there as `__mv_source_<name>` (`late_name`).
 
@@ -14,7 +14,12 @@ Example:
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from mv import errors
+
+if TYPE_CHECKING:
+    from mv.query import QueryInfo
 
 PREFIX = "__mv_"
 
@@ -45,8 +50,8 @@ def reserved(name: str) -> bool:
     return name.lower().startswith(PREFIX)
 
 
-def check(view: str, info) -> None:
-    """Raise MV_RESERVED_COLUMN_NAME when the query (a query.QueryInfo) has an output column, or reads
+def check(view: str, info: QueryInfo) -> None:
+    """Raise MV_RESERVED_COLUMN_NAME when the query (as mv_describe says) has an output column, or reads
     a source with a column, that begins with the reserved prefix."""
     for column in info.output:
         if reserved(column.name):
