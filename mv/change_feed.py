@@ -9,6 +9,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from mv.internal_columns import SIGN
 from mv.run import Run
 
 # The error conditions in which Delta says the change feed of a version range can no longer be
@@ -45,7 +46,7 @@ def none(run: Run, source: str) -> DataFrame:
     """No changes of `source`, in the shape `read` gives them (a refresh the clock alone moves)."""
     return (run.spark.sql(f"SELECT * FROM {run.source(source)} WHERE false")
             .withColumn("_change_type", F.lit("insert")).withColumn("_commit_version", F.lit(0).cast("long"))
-            .withColumn("_commit_timestamp", F.current_timestamp()).withColumn("__sign", F.lit(1)))
+            .withColumn("_commit_timestamp", F.current_timestamp()).withColumn(SIGN, F.lit(1)))
 
 
 def read(run: Run) -> dict[str, DataFrame]:
@@ -56,6 +57,6 @@ def read(run: Run) -> dict[str, DataFrame]:
         if start <= target:
             frame = (run.spark.read.format("delta").option("readChangeFeed", "true")
                      .option("startingVersion", start).option("endingVersion", target).table(source))
-            changes[source] = frame.withColumn("__sign", F.when(
+            changes[source] = frame.withColumn(SIGN, F.when(
                 F.col("_change_type").isin("insert", "update_postimage"), 1).otherwise(-1)).cache()
     return changes

@@ -11,14 +11,14 @@ and over just the retracted rows (R) gives, per group, what changed. The new row
 
 and a group whose count(*) falls to 0 is deleted. Where the old row alone cannot say the answer
 (a retracted extreme; a sum whose every non-NULL value may be gone; a group with retractions and
-no count(*) to tell whether it emptied), the group is marked `__needs` and the caller recomputes
+no count(*) to tell whether it emptied), the group is marked NEEDS and the caller recomputes
 it from the source. Inserts alone never need a recomputation: `added` then folds any number of
 old rows and the inserts' aggregates of a group in one aggregation (the open windows an EMIT ON
 WINDOW CLOSE view keeps, mv/open_windows.py).
 
 Example:
     >>> rows = combine(spark, Combination("hourly", query, "bids", "changes", info.output, ["item", ...]), [])
-    >>> rows.filter("NOT __needs AND NOT __empty")   # the groups' new rows, ready to MERGE
+    >>> rows.filter(f"NOT {NEEDS} AND NOT {EMPTY}")   # the groups' new rows, ready to MERGE
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 
+from mv.internal_columns import EMPTY, NEEDS, PRESENT, SIDE, SIGN, TOUCHED
 from mv.query import Column, QueryInfo, quote, sql_string
 
 
@@ -56,11 +57,11 @@ def combinable(info: QueryInfo, sessions: bool = False) -> bool:
 
 
 def combine(spark: SparkSession, c: Combination, cached: list[DataFrame]) -> DataFrame:
-    """Per touched group: the view's columns combined, plus `__needs` (recompute it) and `__empty`
+    """Per touched group: the view's columns combined, plus `NEEDS` (recompute it) and `EMPTY`
     (delete it), computed at once. The frames it caches go to `cached`: the caller unpersists them."""
     where = f" WHERE {c.partials_filter}" if c.partials_filter else ""
     for part, sign in (("ins", "= 1"), ("ret", "= -1")):
-        spark.sql(f"SELECT * FROM {c.changes} WHERE __sign {sign}").createOrReplaceTempView(f"{c.changes}_{part}")
+        spark.sql(f"SELECT * FROM {c.changes} WHERE {SIGN} {sign}").createOrReplaceTempView(f"{c.changes}_{part}")
         partials = spark.sql(f"SELECT * FROM mv_substitute({sql_string(c.query)}, "
                              f"{sql_string(c.source)}, {sql_string(c.changes + '_' + part)}){where}").cache()
         partials.createOrReplaceTempView(f"{c.changes}_p{part}")  # read twice below, so cached
@@ -75,24 +76,24 @@ def combine(spark: SparkSession, c: Combination, cached: list[DataFrame]) -> Dat
     star = next((quote(col.name) for col in c.output if col.aggregate == "count_star"), None)
     empty = f"coalesce(o.{star}, 0) + coalesce(i.{star}, 0) - coalesce(r.{star}, 0) <= 0" if star else "false"
     if star is None:  # without count(*) a group with retractions may have emptied: only the source can say
-        needs.append("r.__present IS NOT NULL")
+        needs.append(f"r.{PRESENT} IS NOT NULL")
     # An emptied group is deleted whatever its other columns say; retractions from a group the view
     # lacks mean the view and the changes disagree, which only the source can settle.
     needs = [f"(NOT ({empty}) AND ({' OR '.join(needs)}))" if needs else "false",
-             "(r.__present IS NOT NULL AND o.__present IS NULL)"]
+             f"(r.{PRESENT} IS NOT NULL AND o.{PRESENT} IS NULL)"]
     # One aggregation per group over its old row (o), the inserts' aggregates (i) and the
     # retractions' (r), each side a struct of its columns (NULL where the side has no row): one
     # shuffle, where joining the three sides took one per join.
     names = [quote(col.name) for col in c.output]
-    tagged = [f"SELECT /*+ BROADCAST(k) */ {', '.join('v.' + n for n in names)}, 'o' AS __side FROM {c.view} v "
+    tagged = [f"SELECT /*+ BROADCAST(k) */ {', '.join('v.' + n for n in names)}, 'o' AS {SIDE} FROM {c.view} v "
               f"LEFT SEMI JOIN k ON {on('v')}{view_where}",
-              f"SELECT {', '.join(names)}, 'i' AS __side FROM {c.changes}_pins",
-              f"SELECT {', '.join(names)}, 'r' AS __side FROM {c.changes}_pret"]
+              f"SELECT {', '.join(names)}, 'i' AS {SIDE} FROM {c.changes}_pins",
+              f"SELECT {', '.join(names)}, 'r' AS {SIDE} FROM {c.changes}_pret"]
     rows = spark.sql(f"""
         WITH k AS (SELECT {keys} FROM {c.changes}_pins UNION ALL SELECT {keys} FROM {c.changes}_pret),
         g AS (SELECT {keys}, {', '.join(_side(c, side) for side in 'oir')}
               FROM ({' UNION ALL '.join(tagged)}) GROUP BY {keys})
-        SELECT {', '.join(columns)}, ({' OR '.join(needs)}) AS __needs, ({empty}) AS __empty FROM g k""")
+        SELECT {', '.join(columns)}, ({' OR '.join(needs)}) AS {NEEDS}, ({empty}) AS {EMPTY} FROM g k""")
     # Checkpointed, not cached: it reads the view, and Delta's MERGE into the view re-plans every
     # cached query over its target when it commits (seconds of Delta file listing, then unused).
     return rows.localCheckpoint()
@@ -100,9 +101,9 @@ def combine(spark: SparkSession, c: Combination, cached: list[DataFrame]) -> Dat
 
 def _side(c: Combination, side: str) -> str:
     """SQL: the struct of one side's columns in a group (one row at most per side), named `side`."""
-    fields = [f"max(IF(__side = '{side}', {quote(col.name)}, NULL)) AS {quote(col.name)}"
+    fields = [f"max(IF({SIDE} = '{side}', {quote(col.name)}, NULL)) AS {quote(col.name)}"
               for col in c.output if col.name not in c.keys]
-    present = f"IF(bool_or(__side = '{side}'), true, NULL) AS __present"
+    present = f"IF(bool_or({SIDE} = '{side}'), true, NULL) AS {PRESENT}"
     return f"struct({', '.join(fields + [present])}) AS {side}"
 
 
@@ -113,7 +114,7 @@ _ADDED = {"count_star": "sum", "count": "sum", "sum_exact": "sum", "min": "min",
 def added(spark: SparkSession, c: Combination, kept: str, closed: str | None = None) -> DataFrame:
     """Changes that only insert: each group's new row in one aggregation over its old rows and the
     inserted rows' own aggregates (count and sum add up, min and max take the least and greatest),
-    with `__touched` (the changes reach the group). The old rows are every row of `kept` (a
+    with `TOUCHED` (the changes reach the group). The old rows are every row of `kept` (a
     relation with the view's columns; untouched groups come out as they were) and the rows of the
     SELECT `closed` whose group the changes reach. No group ever needs the source here.
 
@@ -123,13 +124,13 @@ def added(spark: SparkSession, c: Combination, kept: str, closed: str | None = N
     partials = (f"SELECT * FROM mv_substitute({sql_string(c.query)}, {sql_string(c.source)}, "
                 f"{sql_string(c.changes)}){where}")
     names = [quote(col.name) for col in c.output]
-    parts = [f"SELECT {', '.join(names)}, false AS __touched FROM {kept}",
-             f"SELECT {', '.join(names)}, true AS __touched FROM ({partials})"]
+    parts = [f"SELECT {', '.join(names)}, false AS {TOUCHED} FROM {kept}",
+             f"SELECT {', '.join(names)}, true AS {TOUCHED} FROM ({partials})"]
     if closed:
         on = " AND ".join(f"v.{quote(k)} <=> p.{quote(k)}" for k in c.keys)
-        parts.append(f"SELECT /*+ BROADCAST(p) */ {', '.join('v.' + n for n in names)}, false AS __touched "
+        parts.append(f"SELECT /*+ BROADCAST(p) */ {', '.join('v.' + n for n in names)}, false AS {TOUCHED} "
                      f"FROM ({closed}) v LEFT SEMI JOIN ({partials}) p ON {on}")
-    rows = spark.sql(f"SELECT {', '.join(folded(c.output, c.keys))}, bool_or(__touched) AS __touched "
+    rows = spark.sql(f"SELECT {', '.join(folded(c.output, c.keys))}, bool_or({TOUCHED}) AS {TOUCHED} "
                      f"FROM ({' UNION ALL '.join(parts)}) GROUP BY {', '.join(quote(k) for k in c.keys)}")
     return rows.localCheckpoint()  # read three times: counted, kept, written to the view
 

@@ -16,7 +16,7 @@ from typing import Iterator
 
 from pyspark.sql import DataFrame, SparkSession
 
-from mv import catalog, delta_tables, errors, maintainer, plan, refresh, schedule, statements
+from mv import catalog, delta_tables, errors, internal_columns, maintainer, plan, refresh, schedule, statements
 from mv.catalog import View
 from mv.names import TableName
 from mv.query import QueryInfo, describe, interval_micros, sql_string
@@ -71,6 +71,7 @@ def _validate(spark: SparkSession, statement: Create) -> QueryInfo:
     description."""
     d = statement.definition
     info = describe(spark, d.query)
+    internal_columns.check(d.name, info)
     for source in info.sources:
         if source.get("provider") != "delta" and d.policy != "FULL":
             raise errors.source_not_delta(d.name, source.get("table") or "a file source", source.get("provider"))

@@ -34,6 +34,7 @@ from pyspark.sql import functions as F
 
 from mv import api, chart, config, console, dependencies, deploy, refresh
 from mv.auction_site import ALIGN_US, MINUTE_US, Site, Size
+from mv.internal_columns import IN
 from mv.names import TableName
 from mv.query import describe, interval_micros
 
@@ -201,9 +202,9 @@ def check(spark: SparkSession, names: list[str]) -> list[str]:
         if view.definition.emit == "WINDOW CLOSE":
             expected, actual = _final_windows(spark, view, expected, actual)
         only_view, only_query = actual.exceptAll(expected), expected.exceptAll(actual)
-        counts = dict((only_view.withColumn("__in", F.lit("view"))   # both ways in one Spark job
-                       .unionByName(only_query.withColumn("__in", F.lit("query")))
-                       .groupBy("__in").count().collect()))
+        counts = dict((only_view.withColumn(IN, F.lit("view"))   # both ways in one Spark job
+                       .unionByName(only_query.withColumn(IN, F.lit("query")))
+                       .groupBy(IN).count().collect()))
         extra, missing = counts.get("view", 0), counts.get("query", 0)
         if extra or missing:
             raise ViewMismatch(f"{name} differs from its query recomputed from scratch: {extra} rows only in the "

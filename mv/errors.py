@@ -221,6 +221,19 @@ def query_broken(view: str, cause: str) -> MvError:
                    view=view)
 
 
+def reserved_column_name(view: str, column: str, source: str | None) -> MvError:
+    """A column beginning with `__mv_`, the engine's helper columns' prefix (mv/internal_columns.py)."""
+    where = f"The source {source} of {view} has" if source else f"The query of {view} has"
+    name = "`" + column.replace("`", "``") + "`"
+    hint = (f"Rename it in {source} (with column mapping on: ALTER TABLE {source} SET TBLPROPERTIES "
+            f"('delta.columnMapping.mode' = 'name'), then ALTER TABLE {source} RENAME COLUMN {name} TO ...), "
+            "then run the statement again (a refresh as REFRESH ... FULL)." if source else
+            f"Rename it with AS, e.g. ... AS `{column[5:] or 'c'}`.")
+    return MvError("MV_RESERVED_COLUMN_NAME",
+                   f"{where} a column {name}: names beginning with __mv_ are the engine's own.", hint,
+                   view=view, column=column, source=source or "")
+
+
 def catalog_not_found(path: str, reason: str) -> MvError:
     return MvError("MV_CATALOG_NOT_FOUND", f"{path} {reason}.",
                    "Give the folder that holds the catalog's .sql files, e.g. mv deploy catalog/.", path=path)

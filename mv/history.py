@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from mv import catalog, errors
+from mv import catalog, errors, internal_columns
 from mv.catalog import View
 from mv.delta_tables import Table
 from mv.names import TableName
@@ -57,9 +57,13 @@ LATE_WRITTEN, LATE_NOTE = "mv.late.written", "mv.late.note"
 def write_late_rows(run: Run, late: DataFrame, part: int = 0) -> None:
     """Append the changes in `late` to <view>__late, once per refresh and part (the caller counts
     them), by the extension's commit (mv/jvm/LateRowsCommit.scala), which also records the
-    refresh and its source versions (pinned_targets) in the table's properties."""
+    refresh and its source versions (pinned_targets) in the table's properties. The source's
+    columns keep their names, but for one the late table's own columns take
+    (internal_columns.late_name)."""
     spark, view, refresh_id = run.spark, run.view, run.outcome.refresh_id
-    late = (late.withColumnRenamed("__sign", "_change_sign")
+    taken = {c: internal_columns.late_name(c) for c in late.columns if internal_columns.late_name(c) != c}
+    late = (late.withColumnsRenamed(taken)
+            .withColumnRenamed(internal_columns.SIGN, "_change_sign")
             .withColumn("refresh_id", F.lit(refresh_id))
             .withColumn("target_versions", F.lit(json.dumps(run.targets, sort_keys=True)))
             .withColumn("detected_at", F.current_timestamp()))

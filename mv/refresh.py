@@ -31,7 +31,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
 from mv import catalog, change_feed, delta_tables, errors, estimate, full_refresh, progress, session_refresh
-from mv import open_windows, snapshots
+from mv import internal_columns, open_windows, snapshots
 from mv import watermark, window_refresh, writes
 from mv.catalog import View
 from mv.history import pinned_targets
@@ -130,10 +130,14 @@ def described(spark: SparkSession, view: View) -> QueryInfo:
 
 
 def _describe(spark: SparkSession, view: View) -> QueryInfo:
+    """The view's query described against its sources as they are now; a source that gained a
+    column with the engine's reserved prefix since CREATE fails here, before anything is read."""
     try:
-        return describe(spark, view.definition.query)
+        info = describe(spark, view.definition.query)
     except AnalysisException as e:
         raise errors.query_broken(view.name, str(e).splitlines()[0]) from None
+    internal_columns.check(view.name, info)
+    return info
 
 
 def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: bool = False) -> Outcome:

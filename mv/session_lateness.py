@@ -19,6 +19,7 @@ Example:
 """
 from __future__ import annotations
 
+from mv.internal_columns import COPY, CUT, LATE, N, SIGN, late_name
 from mv.query import micros_sql, quote, time_sql
 from mv.watermark import closed_sql
 
@@ -35,7 +36,7 @@ def _cuts(run, watermark: int, grace: int, since: int | None) -> str:
     if since is not None:  # only sessions ending after it can hold a change back: Delta skips the rest
         where += f" AND {end} > {time_sql(since, t)}"
     group = f" GROUP BY {', '.join(keys)}" if keys else ""
-    return f"SELECT {''.join(k + ', ' for k in keys)}max({micros_sql(end, t)}) AS __cut FROM {run.view.name} " \
+    return f"SELECT {''.join(k + ', ' for k in keys)}max({micros_sql(end, t)}) AS {CUT} FROM {run.view.name} " \
            f"WHERE {where}{group}"
 
 
@@ -51,21 +52,21 @@ def split(run, changes: str, watermark: int | None, grace: int) -> tuple[str, st
     time = micros_sql(f"c.{quote(w.time_column)}", t)
     gap = w.size
     if watermark is None:
-        classified = run.spark.sql(f"SELECT c.*, false AS __late FROM {changes} c")
+        classified = run.spark.sql(f"SELECT c.*, false AS {LATE} FROM {changes} c")
     else:
         # A change at t can only be held back by a final session ending at or after t, and t itself
         # is later than watermark - grace - gap, or late anyway.
         classified = run.spark.sql(
-            f"SELECT c.*, coalesce({time} + {gap + grace} <= {watermark} OR {time} <= f.__cut, false) AS __late "
+            f"SELECT c.*, coalesce({time} + {gap + grace} <= {watermark} OR {time} <= f.{CUT}, false) AS {LATE} "
             f"FROM {changes} c LEFT JOIN ({_cuts(run, watermark, grace, watermark - grace - gap - 1)}) f "
             f"ON {_match(run, 'c', 'f')}")
     classified = classified.localCheckpoint()  # not cached: it reads the view (mv/combine.py says why)
     name = run.temp_view(classified, "classified")
     late, latest, retracted = run.spark.sql(
-        f"SELECT count_if(__late), max(IF(__sign = 1, {time}, NULL)), count_if(NOT __late AND __sign = -1) "
+        f"SELECT count_if({LATE}), max(IF({SIGN} = 1, {time}, NULL)), count_if(NOT {LATE} AND {SIGN} = -1) "
         f"FROM {name} c").first()
-    on_time, too_late = (run.temp_view(run.spark.sql(f"SELECT * EXCEPT (__late) FROM {name} WHERE {test}"), part)
-                         for test, part in (("NOT __late", "on_time"), ("__late", "late")))
+    on_time, too_late = (run.temp_view(run.spark.sql(f"SELECT * EXCEPT ({LATE}) FROM {name} WHERE {test}"), part)
+                         for test, part in ((f"NOT {LATE}", "on_time"), (LATE, "late")))
     return on_time, too_late, late, latest, retracted
 
 
@@ -84,24 +85,24 @@ def without_late(run, rows: str, between: tuple[int, int] | None = None) -> str:
     schema = spark.sql(f"SELECT * FROM {rows}").schema
     recorded = {c.lower() for c in spark.table(run.view.late_table).columns}
     columns = [quote(f.name) for f in schema]
-    picked = ", ".join(quote(f.name) if f.name.lower() in recorded
+    picked = ", ".join(f"{quote(late_name(f.name))} AS {quote(f.name)}" if late_name(f.name).lower() in recorded
                        else f"CAST(NULL AS {f.dataType.simpleString()}) AS {quote(f.name)}" for f in schema)
     same = " AND ".join(f"r.{c} <=> l.{c}" for c in columns)
     cols = ", ".join(columns)
-    time, t = quote(run.info.windows[0].time_column), run.time_type
+    time, t = quote(late_name(run.info.windows[0].time_column)), run.time_type  # the late table's name for it
     where = f" WHERE {time} BETWEEN {time_sql(between[0], t)} AND {time_sql(between[1], t)}" if between else ""
     late = run.temp_view(spark.sql(
-        f"SELECT {cols}, sum(-_change_sign) AS __n FROM (SELECT {picked}, _change_sign FROM {run.view.late_table}"
-        f"{where}) GROUP BY {cols} HAVING sum(_change_sign) <> 0"), "late_net")
+        f"SELECT {cols}, sum(-{SIGN}) AS {N} FROM (SELECT {picked}, _change_sign AS {SIGN} "
+        f"FROM {run.view.late_table}{where}) GROUP BY {cols} HAVING sum({SIGN}) <> 0"), "late_net")
     return run.temp_view(spark.sql(f"""
         SELECT /*+ BROADCAST(l) */ r.* FROM {rows} r LEFT ANTI JOIN {late} l ON {same}
         UNION ALL
         SELECT {cols} FROM (
-            SELECT {cols}, sum(__n) AS __n FROM (
-                SELECT /*+ BROADCAST(l) */ r.*, 1 AS __n FROM {rows} r LEFT SEMI JOIN {late} l ON {same}
+            SELECT {cols}, sum({N}) AS {N} FROM (
+                SELECT /*+ BROADCAST(l) */ r.*, 1 AS {N} FROM {rows} r LEFT SEMI JOIN {late} l ON {same}
                 UNION ALL SELECT * FROM {late})
-            GROUP BY {cols} HAVING sum(__n) > 0) g
-        LATERAL VIEW explode(sequence(1, __n)) copies AS __copy"""), "without_late")
+            GROUP BY {cols} HAVING sum({N}) > 0) g
+        LATERAL VIEW explode(sequence(1, {N})) copies AS {COPY}"""), "without_late")
 
 
 def after_final(run, rows: str, watermark: int, grace: int) -> str:
@@ -111,7 +112,7 @@ def after_final(run, rows: str, watermark: int, grace: int) -> str:
     time = micros_sql(f"r.{quote(w.time_column)}", t)
     return run.temp_view(run.spark.sql(
         f"SELECT r.* FROM {rows} r LEFT JOIN ({_cuts(run, watermark, grace, None)}) f ON {_match(run, 'r', 'f')} "
-        f"WHERE f.__cut IS NULL OR {time} IS NULL OR {time} > f.__cut"), "after_final")
+        f"WHERE f.{CUT} IS NULL OR {time} IS NULL OR {time} > f.{CUT}"), "after_final")
 
 
 def open_from(run, recomputed: str, watermark: int | None) -> int | None:

@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from mv import open_windows, progress, session_lateness, watermark, writes
 from mv.combine import folded
 from mv.history import write_late_rows
+from mv.internal_columns import HI, LO, OP, SESSION, STARTS, TOUCHED
 from mv.query import interval_micros, micros_sql, quote, time_sql
 from mv.run import INFINITY, Run, advanced, source_time_type
 from mv.state import RefreshState
@@ -108,18 +109,18 @@ def folded_sessions(run: Run, changes: str, state: RefreshState) -> tuple[Refres
     order = (f"PARTITION BY {', '.join(map(quote, keys))} " if keys else "") + f"ORDER BY {start}, {end}"
     fold = folded(info.output, keys, {info.window_start: "min", info.window_end: "max"})
     rows = run.spark.sql(f"""
-        WITH items AS (SELECT {names}, true AS __touched FROM ({run.query_over({info.source_tables[0]: changes})})
-                       UNION ALL SELECT {names}, false AS __touched FROM {run.open_state.rows}),
+        WITH items AS (SELECT {names}, true AS {TOUCHED} FROM ({run.query_over({info.source_tables[0]: changes})})
+                       UNION ALL SELECT {names}, false AS {TOUCHED} FROM {run.open_state.rows}),
         marked AS (SELECT *, CASE WHEN {start} <= max({end}) OVER ({order} ROWS BETWEEN UNBOUNDED PRECEDING
-                   AND 1 PRECEDING) THEN 0 ELSE 1 END AS __starts FROM items),
-        grouped AS (SELECT *, sum(__starts) OVER ({order} ROWS UNBOUNDED PRECEDING) AS __session FROM marked)
-        SELECT {', '.join(fold)}, bool_or(__touched) AS __touched
-        FROM grouped GROUP BY {', '.join([quote(k) for k in keys] + ['__session'])}""").localCheckpoint()
+                   AND 1 PRECEDING) THEN 0 ELSE 1 END AS {STARTS} FROM items),
+        grouped AS (SELECT *, sum({STARTS}) OVER ({order} ROWS UNBOUNDED PRECEDING) AS {SESSION} FROM marked)
+        SELECT {', '.join(fold)}, bool_or({TOUCHED}) AS {TOUCHED}
+        FROM grouped GROUP BY {', '.join([quote(k) for k in keys] + [SESSION])}""").localCheckpoint()
     closed = watermark.closed_sql(end, state.watermark, t)
-    touched, first = rows.selectExpr("count_if(__touched)",
+    touched, first = rows.selectExpr(f"count_if({TOUCHED})",
                                      f"min(IF({closed}, NULL, {micros_sql(start, t)}))").first()
     run.outcome.groups_combined = touched
-    rows = rows.drop("__touched")
+    rows = rows.drop(TOUCHED)
     open_from = first if first is not None else state.watermark + 1 if state.watermark is not None else None
     state = kept_again(run, replace(state, open_from=open_from), rows.where(f"NOT ({closed})"))
     return state, writes.append(rows.where(closed))
@@ -302,11 +303,11 @@ def replace_sessions(run: Run, recomputed: DataFrame, regions: str, span: tuple[
     w, t, gap = run.info.windows[0], run.time_type, run.info.windows[0].size
     start, end = quote(run.info.window_start), quote(run.info.window_end)
     keys = [quote(k) for k in w.partition_by]
-    marked = run.spark.table(regions).selectExpr(*keys, "lo AS __lo", "hi AS __hi", "'region' AS __op")
-    source = recomputed.withColumn("__op", F.lit("insert")).unionByName(marked, allowMissingColumns=True)
+    marked = run.spark.table(regions).selectExpr(*keys, f"lo AS {LO}", f"hi AS {HI}", f"'region' AS {OP}")
+    source = recomputed.withColumn(OP, F.lit("insert")).unionByName(marked, allowMissingColumns=True)
     on = " AND ".join([f"t.{k} <=> s.{k}" for k in keys] + [
-        "s.__op = 'region'", f"{micros_sql('t.' + start, t)} >= s.__lo",
-        f"{micros_sql('t.' + end, t)} - {gap} <= s.__hi",  # the session's last row
+        f"s.{OP} = 'region'", f"{micros_sql('t.' + start, t)} >= s.{LO}",
+        f"{micros_sql('t.' + end, t)} - {gap} <= s.{HI}",  # the session's last row
         f"t.{start} >= {time_sql(span[0], t)} AND t.{start} <= {time_sql(span[1], t)}"])
     return writes.delete_matched_insert_rest(run, source, on, span)
 

@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from mv import estimate, open_windows, progress, watermark, writes
 from mv.combine import Combination, added, combinable, combine
 from mv.history import write_late_rows
+from mv.internal_columns import EMPTY, NEEDS, PART, SIGN, T, TOUCHED, WE, WS
 from mv.query import interval_micros, micros_sql, quote, sql_string, time_sql
 from mv.run import INFINITY, Run, advanced, closed_bound
 from mv.state import RefreshState
@@ -39,7 +40,7 @@ COMBINE_AFTER_RUNS = MAX_RANGES
 @dataclass(frozen=True)
 class Touched:
     """What the changes touch (`touched`): each window function over its source's changes
-    (`windowed`, SQL relations with __ws, __we, __t in µs), the windows with the latest time added
+    (`windowed`, SQL relations with WS, WE, T in µs: internal_columns), the windows with the latest time added
     to each, the changed rows per (part, window), the change rows read from all sources, and how
     many of those retract a row (deleted, or an update's old image)."""
     windowed: list[str]
@@ -53,8 +54,8 @@ def touched(run: Run, changes: dict[str, str]) -> Touched:
     """The windows the changes touch, in one query, which is also the refresh's first read of the
     change feed (refresh.py reads it inside its check for a change feed that is gone)."""
     t = run.time_type
-    windowed = [f"(SELECT *, {micros_sql('window_start', t)} AS __ws, {micros_sql('window_end', t)} AS __we, "
-                f"{micros_sql(quote(w.time_column), t)} AS __t FROM {w.call(changes[w.sources[0]])})"
+    windowed = [f"(SELECT *, {micros_sql('window_start', t)} AS {WS}, {micros_sql('window_end', t)} AS {WE}, "
+                f"{micros_sql(quote(w.time_column), t)} AS {T} FROM {w.call(changes[w.sources[0]])})"
                 for w in run.info.windows if w.sources[0] in changes]
     small = run.sizes.change is not None and run.sizes.change <= SMALL_CHANGE_BYTES
     windows, counts, read, retracted = touched_windows(run.spark, windowed, list(changes.values()), small)
@@ -82,7 +83,7 @@ def refresh_windows(run: Run, changes: dict[str, str], first: Touched) -> tuple[
     for i, name in enumerate(windowed):
         count = sum(n for (part, _, e), n in counts.items() if part == i and watermark.is_final(e, old_wm, grace))
         if count:
-            late = spark.sql(f"SELECT * EXCEPT (__ws, __we, __t) FROM {name} WHERE __we + {grace} <= {old_wm}")
+            late = spark.sql(f"SELECT * EXCEPT ({WS}, {WE}, {T}) FROM {name} WHERE {WE} + {grace} <= {old_wm}")
             write_late_rows(run, late, i)
             run.outcome.late_rows += count
     progress.checkpoint("late_rows_written")
@@ -170,12 +171,12 @@ def touched_windows(spark: SparkSession, windowed: list[str], changes: list[str]
 
     Example: one insert at t=5 into [0, 10) of part 0 gives ({(0, 10): 5}, {(0, 0, 10): 1}, 1, 0).
     """
-    parts = [f"SELECT {i} AS __part, __ws, __we, __t, __sign FROM {name}" for i, name in enumerate(windowed)]
-    parts += [f"SELECT -1 AS __part, NULL AS __ws, NULL AS __we, NULL AS __t, __sign FROM {name}" for name in changes]
+    parts = [f"SELECT {i} AS {PART}, {WS}, {WE}, {T}, {SIGN} FROM {name}" for i, name in enumerate(windowed)]
+    parts += [f"SELECT -1 AS {PART}, NULL AS {WS}, NULL AS {WE}, NULL AS {T}, {SIGN} FROM {name}" for name in changes]
     union = " UNION ALL ".join(parts)
     rows = _grouped(spark.sql(f"SELECT * FROM ({union})").collect()) if small else spark.sql(
-        f"SELECT __part, __ws, __we, max(IF(__sign = 1, __t, NULL)), count(*), count_if(__sign = -1) "
-        f"FROM ({union}) GROUP BY __part, __ws, __we").collect()
+        f"SELECT {PART}, {WS}, {WE}, max(IF({SIGN} = 1, {T}, NULL)), count(*), count_if({SIGN} = -1) "
+        f"FROM ({union}) GROUP BY {PART}, {WS}, {WE}").collect()
     windows: dict[tuple[int, int], int | None] = {}
     for part, s, e, latest, _, _ in rows:
         if part < 0:
@@ -344,8 +345,8 @@ def with_open_windows(run: Run, live, bound: int, changes: str, how: str) -> tup
         missing = in_windows(run, in_view, "t.")  # the view's rows of those windows that the recomputation lacks
     else:
         rows = added(run.spark, combination(run, changes, partials), run.open_state.rows, view_rows)
-        run.outcome.groups_combined = rows.where("__touched").count()
-        to_view, still_open = open_windows.split(run, rows.drop("__touched"), bound)
+        run.outcome.groups_combined = rows.where(TOUCHED).count()
+        to_view, still_open = open_windows.split(run, rows.drop(TOUCHED), bound)
     kept_id = open_windows.replace(run, still_open)
     if not in_view:  # every window written is new to the view
         return writes.append(to_view), kept_id
@@ -383,10 +384,10 @@ def combined(run: Run, changes: str, partials: str | None = None, span: tuple[in
     rows = combine(spark, combination(run, changes, partials, old_rows or run.view.name,
                                       None if old_rows else writes.start_range(run, span, "v")), run.cached)
     on = " AND ".join(f"q.{quote(k)} <=> n.{quote(k)}" for k in keys)
-    needs = run.temp_view(rows.filter("__needs").select(*[quote(k) for k in keys]), "needs")
-    parts = [rows.filter("NOT __needs AND NOT __empty").select(*[quote(c) for c in run.columns])]
+    needs = run.temp_view(rows.filter(NEEDS).select(*[quote(k) for k in keys]), "needs")
+    parts = [rows.filter(f"NOT {NEEDS} AND NOT {EMPTY}").select(*[quote(c) for c in run.columns])]
     query = run.query
-    touched, needed = rows.selectExpr("count(*)", "count_if(__needs)").first()  # fills the cache
+    touched, needed = rows.selectExpr("count(*)", f"count_if({NEEDS})").first()  # fills the cache
     run.outcome.groups_combined, run.outcome.groups_recomputed = touched - needed, needed
     if needed:
         where = needed_windows(run, needs) if info.window_start else "true"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from mv.internal_columns import OP, R
 from mv.query import quote, time_sql
 from mv.run import Run
 
@@ -64,22 +65,22 @@ def merge(run: Run, recomputed: DataFrame, current: DataFrame | None, delete_mis
 
 def upserts_and_deletes(run: Run, recomputed: DataFrame, current: DataFrame | None) -> DataFrame:
     """The MERGE's source: each recomputed row to upsert, and each key of `current` the
-    recomputation lacks to delete (`__op`). One full outer join on the group keys, so the
+    recomputation lacks to delete (internal_columns.OP). One full outer join on the group keys, so the
     recomputation, the costly side, is evaluated once.
 
     Example: recomputed {a: 3}, current {a: 2, b: 1} give (a, 3, 'upsert') and (b, NULL, 'delete').
     """
     if current is None:
-        return recomputed.withColumn("__op", F.lit("upsert"))
+        return recomputed.withColumn(OP, F.lit("upsert"))
     key = run.info.group_by
-    r = recomputed.withColumn("__r", F.lit(True)).alias("r")
+    r = recomputed.withColumn(R, F.lit(True)).alias("r")
     c = current.select(*[quote(k) for k in key]).alias("c")
     joined = r.join(c, [F.col(f"r.{quote(k)}").eqNullSafe(F.col(f"c.{quote(k)}")) for k in key], "full_outer")
-    present = F.col("r.__r").isNotNull()
+    present = F.col(f"r.{R}").isNotNull()
     return joined.select(*[
         (F.when(present, F.col(f"r.{quote(name)}")).otherwise(F.col(f"c.{quote(name)}")) if name in key
          else F.col(f"r.{quote(name)}")).alias(name) for name in run.columns],
-        F.when(present, F.lit("upsert")).otherwise(F.lit("delete")).alias("__op"))
+        F.when(present, F.lit("upsert")).otherwise(F.lit("delete")).alias(OP))
 
 
 def delete_matched_insert_rest(run: Run, source: DataFrame, on: str, span: tuple[int, int] | None = None) -> Write:
@@ -97,10 +98,10 @@ def replace_rows(run: Run, kept: str) -> Write:
     (`kept` turned into the marker's value); `kept` in ON also lets Delta skip the view's other
     files, which a NOT MATCHED BY SOURCE clause would not (it reads the whole view).
     """
-    rows = run.spark.sql(f"SELECT *, 'insert' AS __op FROM ({run.query}) t WHERE {kept}")
-    marker = run.spark.sql("SELECT 'region' AS __op")
+    rows = run.spark.sql(f"SELECT *, 'insert' AS {OP} FROM ({run.query}) t WHERE {kept}")
+    marker = run.spark.sql(f"SELECT 'region' AS {OP}")
     source = rows.unionByName(marker, allowMissingColumns=True)
-    return delete_matched_insert_rest(run, source, f"s.__op = IF({kept}, 'region', NULL) AND {kept}")
+    return delete_matched_insert_rest(run, source, f"s.{OP} = IF({kept}, 'region', NULL) AND {kept}")
 
 
 def start_range(run: Run, span: tuple[int, int] | None, alias: str | None) -> str | None:

@@ -20,6 +20,8 @@ import org.apache.spark.sql.types.{BinaryType, BooleanType, ByteType, DataType, 
   LongType, ShortType, StringType, StructField, StructType, TimestampNTZType, TimestampType}
 import org.apache.spark.unsafe.types.UTF8String
 
+import io.mvengine.{InternalColumns => IC}  // the helper columns beside the view's
+
 /**
  * A refresh's merge classified in the driver when both sides are small: the view's candidate rows
  * (counted by their files' statistics) and the merge's source rows are collected, matched by a hash
@@ -63,8 +65,8 @@ object LocalMerge {
   case class TargetSize(whole: Option[Long], filtered: Boolean)
 
   /**
-   * `target`: the view's candidate rows with `__file` and `__row`; `size`: what statistics say of
-   * them; `source`: the merge's source rows (with `__op`).
+   * `target`: the view's candidate rows with `__mv_file` and `__mv_row`; `size`: what statistics say of
+   * them; `source`: the merge's source rows (with `__mv_op`).
    */
   def classify(spark: SparkSession, spec: RefreshCommit.Spec, columns: Seq[String], target: DataFrame,
       size: TargetSize, source: DataFrame): Option[Classified] = {
@@ -109,7 +111,7 @@ object LocalMerge {
     val same = columns.map(c => EqualNullSafe(UnresolvedAttribute(Seq("t", c)), UnresolvedAttribute(Seq("s", c))))
       .reduce[Expression](And(_, _))
     val missing = spec.deleteMissing.map(parser.parseExpression).toSeq
-    val projected = (same +: missing).zipWithIndex.map { case (e, i) => Alias(e, s"__c$i")() }
+    val projected = (same +: missing).zipWithIndex.map { case (e, i) => Alias(e, s"${IC.Condition}$i")() }
     // Constants folded and long IN lists made hash sets, as the optimizer does for the distributed merge.
     val analyzed = OptimizeIn(ConstantFolding(spark.sessionState.executePlan(Project(projected, join)).analyzed))
     val on = analyzed.collectFirst { case j: Join => j.condition.get }.get
@@ -173,9 +175,9 @@ object LocalMerge {
     private val strict = keys.zipWithIndex.collect { case ((_, _, false), i) => i }
     private val tColumns = columns.map(c => tAttrs.indexWhere(_.name == c))
     private val sColumns = columns.map(c => sAttrs.indexWhere(_.name == c))
-    private val opIndex = sAttrs.indexWhere(_.name == "__op")
-    private val fileIndex = tAttrs.indexWhere(_.name == "__file")
-    private val rowIndex = tAttrs.indexWhere(_.name == "__row")
+    private val opIndex = sAttrs.indexWhere(_.name == IC.Op)
+    private val fileIndex = tAttrs.indexWhere(_.name == IC.File)
+    private val rowIndex = tAttrs.indexWhere(_.name == IC.Row)
 
     private def key(projection: UnsafeProjection, row: InternalRow): Option[UnsafeRow] = {
       val k = projection(row)
@@ -242,8 +244,8 @@ object LocalMerge {
     private def imageType(attrs: Seq[Attribute], indices: Seq[Int]) =
       StructType(columns.zip(indices).map { case (c, i) => StructField(c, attrs(i).dataType) })
     /** RefreshCommit.merge's `classified` frame: the view row and the source row as they were read. */
-    val schema: StructType = StructType(Seq(StructField("__action", StringType), StructField("__file", StringType),
-      StructField("__row", LongType), StructField("__in_source", BooleanType), StructField("__old", imageType(tAttrs, tColumns)),
-      StructField("__new", imageType(sAttrs, sColumns))))
+    val schema: StructType = StructType(Seq(StructField(IC.Action, StringType), StructField(IC.File, StringType),
+      StructField(IC.Row, LongType), StructField(IC.InSource, BooleanType),
+      StructField(IC.Old, imageType(tAttrs, tColumns)), StructField(IC.New, imageType(sAttrs, sColumns))))
   }
 }

@@ -310,9 +310,11 @@ object QueryDescription extends PredicateHelper {
           r.catalogTable.flatMap(_.provider).exists(_.equalsIgnoreCase("delta"))
         Some(Map("table" -> r.catalogTable.map(_.identifier.quotedString).orNull,
           "provider" -> (if (isDelta) "delta" else r.catalogTable.flatMap(_.provider).getOrElse("files")),
-          "materialized_view" -> (isDelta && r.catalogTable.exists(isMaterializedView))))
+          "materialized_view" -> (isDelta && r.catalogTable.exists(isMaterializedView)),
+          "columns" -> r.output.map(_.name)))  // every column: a change feed carries them all
       case h: HiveTableRelation =>
-        Some(Map("table" -> h.tableMeta.identifier.quotedString, "provider" -> "hive"))
+        Some(Map("table" -> h.tableMeta.identifier.quotedString, "provider" -> "hive",
+          "columns" -> h.output.map(_.name)))
       case _: LocalRelation | _: OneRowRelation | _: Range => None
       case other =>
         reasons += "UNSUPPORTED_SOURCE"

@@ -19,6 +19,8 @@ import org.apache.spark.sql.functions.{array, col, collect_list, count, explode,
 import org.apache.spark.storage.StorageLevel
 import org.apache.spark.sql.types.{DataType, LongType, StringType}
 
+import io.mvengine.{InternalColumns => IC}  // the helper columns beside the view's
+
 /**
  * The one Delta commit of a refresh: the view's new rows and its refresh state together, the state
  * kept as the table properties `mv.refresh_id` and `mv.state`. Delta keeps table properties in
@@ -34,10 +36,10 @@ import org.apache.spark.sql.types.{DataType, LongType, StringType}
  * applies a source of rows to the view as a MERGE would, rewriting only the files holding rows it
  * changes and writing the change feed (insert, delete, update pre- and post-image):
  *  - matched view and source rows (`on`): deleted if `delete_matched`, else by the source row's
- *    `__op`: 'delete' deletes, 'upsert' updates the row when any column differs;
+ *    `__mv_op` (IC.Op): 'delete' deletes, 'upsert' updates the row when any column differs;
  *  - view rows matching no source row: deleted if `delete_missing` (a condition on `t`) holds;
  *    only the view rows `target_filter` lets through are read, so `delete_missing` must imply it;
- *  - source rows matching no view row: inserted if `__op` is 'upsert' or 'insert'.
+ *  - source rows matching no view row: inserted if `__mv_op` is 'upsert' or 'insert'.
  *
  * It also overwrites an EMIT ON WINDOW CLOSE view's `<view>__open` table (mv/open_windows.py), its
  * state there the id of the rows it writes, which the view's state then names.
@@ -201,9 +203,9 @@ object RefreshCommit extends DeltaCommand {
         .groupBy(_.file.get).toSeq.map { case (f, parts) => touched(f) -> parts.flatMap(_.rowIndexes) }
       def rowsOf(action: String, files: Option[Seq[String]] = None): Long = perFile.collect {
         case p if p.action == action && files.forall(fs => p.file.exists(fs.contains)) => p.rows }.sum
-      val rewritten = classified.where(col("__action").isin("insert", "update") ||
-        (col("__file").isin(rewrittenWhole: _*) && col("__action") === "keep"))
-      val data = rewritten.select(when(col("__action") === "keep", col("__old")).otherwise(col("__new")).as("r"))
+      val rewritten = classified.where(col(IC.Action).isin("insert", "update") ||
+        (col(IC.File).isin(rewrittenWhole: _*) && col(IC.Action) === "keep"))
+      val data = rewritten.select(when(col(IC.Action) === "keep", col(IC.Old)).otherwise(col(IC.New)).as("r"))
         .select(columns.map(c => col(s"r.${quoted(c)}")): _*)
       val feed = touched.nonEmpty && CDCReader.isCDCEnabledOnTable(txn.metadata, spark)
       val (inserted, updated, copied) = (rowsOf("insert"), rowsOf("update"), rowsOf("keep", Some(rewrittenWhole)))
@@ -219,15 +221,15 @@ object RefreshCommit extends DeltaCommand {
     } finally if (local.isEmpty) classified.unpersist()
   }
 
-  /** The view's candidate rows with their file (`__file`) and row index in it (`__row`): every row
+  /** The view's candidate rows with their file (`__mv_file`) and row index in it (`__mv_row`): every row
    *  of the files a merge may rewrite whole, and the rows `target_filter` lets through of those
    *  whose rows it marks deleted (their other rows stay as they are). */
   private def candidateRows(spark: SparkSession, spec: Spec, log: DeltaLog, txn: OptimisticTransaction,
       whole: Seq[AddFile], marked: Seq[AddFile]): DataFrame = {
     val indexed = DeletionVectorUtils.deletionVectorsReadable(txn.snapshot)
     def rows(files: Seq[AddFile]): DataFrame = SmallDeltaScans.frame(spark, log, txn.snapshot, files)
-      .withColumn("__file", input_file_name())
-      .withColumn("__row", if (indexed) col("_metadata.row_index") else lit(-1L))
+      .withColumn(IC.File, input_file_name())
+      .withColumn(IC.Row, if (indexed) col("_metadata.row_index") else lit(-1L))
     if (marked.isEmpty) rows(whole)
     else {
       val filtered = spec.targetFilter.foldLeft(rows(marked))((frame, f) => frame.where(expr(f)))
@@ -240,24 +242,25 @@ object RefreshCommit extends DeltaCommand {
    *  the rows to mark deleted and the metrics). */
   private def classify(spec: Spec, columns: Seq[String], target: DataFrame, source: DataFrame)
       : (DataFrame, Seq[FileRows]) = {
-    val t = target.withColumn("__t", lit(true)).as("t")
-    val s = source.withColumn("__s", lit(true)).as("s")
+    val t = target.withColumn(IC.T, lit(true)).as("t")
+    val s = source.withColumn(IC.S, lit(true)).as("s")
     val same = columns.map(c => col(s"t.${quoted(c)}") <=> col(s"s.${quoted(c)}")).reduce(_ && _)
     val matched = if (spec.deleteMatched) lit("delete")
-      else when(col("s.__op") === "delete", "delete").when(!same, "update").otherwise("keep")
+      else when(col(s"s.${IC.Op}") === "delete", "delete").when(!same, "update").otherwise("keep")
     val missing = spec.deleteMissing.map(c => when(expr(c), "delete").otherwise("keep")).getOrElse(lit("keep"))
-    val action = when(col("t.__t").isNotNull && col("s.__s").isNotNull, matched)
-      .when(col("t.__t").isNotNull, missing)
-      .when(col("s.__op").isin("upsert", "insert"), "insert")
+    val action = when(col(s"t.${IC.T}").isNotNull && col(s"s.${IC.S}").isNotNull, matched)
+      .when(col(s"t.${IC.T}").isNotNull, missing)
+      .when(col(s"s.${IC.Op}").isin("upsert", "insert"), "insert")
       .otherwise("none")
     def image(alias: String): Column = struct(columns.map(c => col(s"$alias.${quoted(c)}").as(c)): _*)
-    val classified = t.join(s, expr(spec.on.get), "full_outer").select(action.as("__action"),
-      col("t.__file").as("__file"), col("t.__row").as("__row"), col("s.__s").as("__in_source"),
-      image("t").as("__old"), image("s").as("__new"))
-      .where("__action != 'none'").persist(StorageLevel.MEMORY_AND_DISK)
-    val changedRow = when(col("__action").isin("update", "delete"), col("__row"))
-    val perFile = classified.groupBy("__action", "__file")
-      .agg(count(lit(1)), count(col("__in_source")), collect_list(changedRow)).collect()
+    val classified = t.join(s, expr(spec.on.get), "full_outer").select(action.as(IC.Action),
+      col(s"t.${IC.File}").as(IC.File), col(s"t.${IC.Row}").as(IC.Row),
+      col(s"s.${IC.S}").as(IC.InSource),
+      image("t").as(IC.Old), image("s").as(IC.New))
+      .where(col(IC.Action) =!= "none").persist(StorageLevel.MEMORY_AND_DISK)
+    val changedRow = when(col(IC.Action).isin("update", "delete"), col(IC.Row))
+    val perFile = classified.groupBy(IC.Action, IC.File)
+      .agg(count(lit(1)), count(col(IC.InSource)), collect_list(changedRow)).collect()
       .map(r => FileRows(r.getString(0), Option(r.getString(1)), r.getLong(2), r.getLong(3), r.getSeq[Long](4)))
       .toSeq
     (classified, perFile)
@@ -290,10 +293,10 @@ object RefreshCommit extends DeltaCommand {
   private def withChangeFeed(data: DataFrame, classified: DataFrame, columns: Seq[String]): DataFrame = {
     val changeType = CDCReader.CDC_TYPE_COLUMN_NAME
     def image(row: String, kind: String): Column = struct(col(s"$row.*"), lit(kind).as(changeType))
-    val changes = classified.where("__action IN ('update', 'delete', 'insert')").select(explode(
-      when(col("__action") === "update", array(image("__old", "update_preimage"), image("__new", "update_postimage")))
-        .when(col("__action") === "delete", array(image("__old", "delete")))
-        .otherwise(array(image("__new", "insert")))).as("c"))
+    val changes = classified.where(col(IC.Action).isin("update", "delete", "insert")).select(explode(
+      when(col(IC.Action) === "update", array(image(IC.Old, "update_preimage"), image(IC.New, "update_postimage")))
+        .when(col(IC.Action) === "delete", array(image(IC.Old, "delete")))
+        .otherwise(array(image(IC.New, "insert")))).as("c"))
       .select((columns :+ changeType).map(c => col(s"c.${quoted(c)}")): _*)
     data.withColumn(changeType, lit(null).cast(StringType)).unionByName(changes)
   }
