@@ -118,8 +118,8 @@ def exact(run: Run, expected: DataFrame) -> Write:
     e = expected.groupBy(*[quote(c) for c in columns]).agg(F.count(F.lit(1)).alias("__n")).alias("e")
     v = run.spark.table(run.view.name).groupBy(*[quote(c) for c in columns]) \
         .agg(F.count(F.lit(1)).alias("__n")).alias("v")
-    differing = e.join(v, same, "full_outer").where(~F.coalesce(F.col("e.__n"), F.lit(0)).eqNullSafe(
-        F.coalesce(F.col("v.__n"), F.lit(0))))
+    differing = e.join(v, same, "full_outer").where(
+        F.coalesce(F.col("e.__n"), F.lit(0)) != F.coalesce(F.col("v.__n"), F.lit(0)))
     # Per differing row: a marker that deletes the view's copies, and the expected copies to insert.
     ops = F.concat(F.array(F.lit("region")), F.array_repeat(F.lit("insert"), F.coalesce(F.col("e.__n"), F.lit(0))
                                                              .cast("int")))

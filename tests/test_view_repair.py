@@ -39,7 +39,8 @@ def test_a_view_written_around_the_rule_is_its_query_after_the_refresh(spark, st
     bids, view = f"repair_bids_{len(statement)}", f"repair_{len(statement)}"
     spark.sql(f"CREATE TABLE {bids} (id INT, item STRING, ts TIMESTAMP, price INT) USING delta")
     try:
-        spark.sql(f"INSERT INTO {bids} VALUES {values(bid(1, 'a', '00:01', 4), bid(2, 'b', '00:02', 7), bid(3, 'c', '00:12', 1), bid(4, 'd', '00:13', 2))}")
+        four = values(bid(1, "a", "00:01", 4), bid(2, "b", "00:02", 7), bid(3, "c", "00:12", 1), bid(4, "d", "00:13", 2))
+        spark.sql(f"INSERT INTO {bids} VALUES {four}")
         spark.sql(f"CREATE MATERIALIZED VIEW {view} AS {COUNTS.format(bids=bids)}")
         expected = full_query(spark, COUNTS.format(bids=bids))
         written_around_the_rule(spark, view)
