@@ -149,6 +149,16 @@ def view_changed_outside(view: str, version: int) -> MvError:
                    view=view, version=version)
 
 
+def query_definition_changed(view: str) -> MvError:
+    return MvError("MV_QUERY_DEFINITION_CHANGED",
+                   f"A SQL view that {view}'s query reads has another definition since the last refresh "
+                   "(CREATE OR REPLACE VIEW, ALTER VIEW ... AS), so the view's rows may no longer be its query "
+                   "and it cannot continue incrementally.",
+                   f"Run REFRESH MATERIALIZED VIEW {view} FULL once; it recomputes the view from the new "
+                   "definition, and later refreshes are incremental again.",
+                   view=view)
+
+
 def extension_not_loaded() -> MvError:
     return MvError("MV_EXTENSION_NOT_LOADED",
                    "This Spark session was started without the engine's extension, so it cannot run the "

@@ -7,16 +7,25 @@ Example:
 """
 from __future__ import annotations
 
-from mv import open_windows, session_refresh, writes
+from pyspark.sql import DataFrame
+
+from mv import open_windows, session_lateness, session_refresh, writes
 from mv.query import interval_micros, micros_sql, quote, time_sql
 from mv.run import INFINITY, Run, advanced
 from mv.state import RefreshState
+
+# Full refreshes that repair: the view may not be what its refreshes wrote (a write around the
+# read-only rule, a lost state, another definition of a SQL view it reads, or the user asks), so
+# every row is compared with the query, final windows included (`exact`).
+REPAIRS = ("REQUESTED_FULL", "VIEW_CHANGED_OUTSIDE", "STATE_LOST", "QUERY_DEFINITION_CHANGED")
 
 def full(run: Run) -> tuple[RefreshState, writes.Write]:
     """Recompute everything but final windows; the view keeps its rows' identity (MERGE), so its
     change feed stays exact. The watermark carries on from the previous refresh: it never goes back,
     and windows it made final keep their rows (their late changes are in __late). Under EMIT ON
-    WINDOW CLOSE the windows still open are kept too, when the query allows (mv/open_windows.py)."""
+    WINDOW CLOSE the windows still open are kept too, when the query allows (mv/open_windows.py).
+    A repair (`REPAIRS`: REFRESH ... FULL, a write around the read-only rule...) compares every
+    row of the view with the query, final windows recomputed without their late changes."""
     spark, d, info, previous = run.spark, run.view.definition, run.info, run.previous
     max_event = new_wm = None
     where, keep_final = [], None
@@ -40,7 +49,9 @@ def full(run: Run) -> tuple[RefreshState, writes.Write]:
     recomputed = spark.sql(f"SELECT * FROM ({query})" + (f" WHERE {' AND '.join(where)}" if where else ""))
     if info.window_start:  # written in time order, so later merges skip the view's other files
         recomputed = recomputed.repartitionByRange(quote(info.window_start))
-    if info.group_by is not None:
+    if run.outcome.reason in REPAIRS:
+        write = writes.exact(run, _with_final_windows(run, recomputed, keep_final))
+    elif info.group_by is not None:
         write = writes.merge(run, recomputed, None, delete_missing=f"t.{keep_final}" if keep_final else True)
     elif keep_final:  # rows of final windows stay as they are
         write = writes.replace_rows(run, "t." + " AND t.".join(where))
@@ -51,3 +62,21 @@ def full(run: Run) -> tuple[RefreshState, writes.Write]:
         kept = open_windows.rebuilt(run, new_wm + 1 if new_wm is not None else -INFINITY, query)
     return RefreshState(run.outcome.refresh_id, dict(run.targets), max_event, new_wm, open_from=open_from,
                         open_id=kept), write
+
+
+def _with_final_windows(run: Run, recomputed: DataFrame, keep_final: str | None) -> DataFrame:
+    """The rows the view must hold: `recomputed` and, when final windows are kept (`keep_final` is
+    the condition of those that are not), the final windows recomputed from the source with the
+    late changes undone (session_lateness.without_late): what the refreshes wrote there, since a
+    change that came too late for a final window went to <view>__late and stays out of it.
+    A query over several sources (their late changes in one table) keeps its final windows' rows
+    as the view has them."""
+    if keep_final is None:
+        return recomputed
+    sources = run.info.source_tables
+    if len(sources) == 1:
+        rows = session_lateness.without_late(run, run.source(sources[0]))
+        final = run.spark.sql(f"SELECT * FROM ({run.query_over({sources[0]: rows})}) WHERE NOT ({keep_final})")
+    else:
+        final = run.spark.table(run.view.name).where(f"NOT ({keep_final})")
+    return recomputed.unionByName(final.select(*recomputed.columns))

@@ -31,7 +31,9 @@ INCREMENTAL_KINDS = ("TUMBLE", "HOP", "CUMULATE", "SESSION")
 def plan(spark: SparkSession, view: View, info: QueryInfo, previous: RefreshState | None,
          full: bool = False, changed_outside: int | None = None) -> Plan:
     """Incremental or full, and why (reason codes, as EXPLAIN and the history show them).
-    `changed_outside`: the view's version, if any, that changed its rows and no refresh wrote."""
+    `changed_outside`: the view's version, if any, that changed its rows and no refresh wrote.
+    A SQL view the query reads defined otherwise than at the last refresh (its fingerprint, kept
+    in the state; a state from before fingerprints were kept cannot tell) makes it full too."""
     policy = view.definition.policy
     if full:
         return Plan("full", "REQUESTED_FULL")
@@ -43,6 +45,10 @@ def plan(spark: SparkSession, view: View, info: QueryInfo, previous: RefreshStat
         if policy.startswith("INCREMENTAL"):
             raise errors.view_changed_outside(view.name, changed_outside)
         return Plan("full", "VIEW_CHANGED_OUTSIDE")
+    if previous.views_fingerprint is not None and info.views_fingerprint != previous.views_fingerprint:
+        if policy.startswith("INCREMENTAL"):
+            raise errors.query_definition_changed(view.name)
+        return Plan("full", "QUERY_DEFINITION_CHANGED")
     blockers = list(info.reasons) + incremental_blockers(spark, info, bool(view.definition.watermark_column))
     if blockers:
         if policy == "INCREMENTAL STRICT":

@@ -66,6 +66,9 @@ class QueryInfo:
     reasons: list[str]
     combinable: bool = False
     temporary_views: tuple[str, ...] = ()  # read through this session's temporary views (by name)
+    # A hash of the SQL views' definitions the query reads (None: it reads none): another one since
+    # the last refresh makes a full refresh (plan.py, QUERY_DEFINITION_CHANGED).
+    views_fingerprint: str | None = None
 
     def column_with_role(self, role: str) -> str | None:
         return next((c.name for c in self.output if c.window_role == role), None)
@@ -160,4 +163,5 @@ def describe(spark: SparkSession, query: str) -> QueryInfo:
     windows = [Window(**{k: w[k] for k in Window.__dataclass_fields__}) for w in raw["windows"]]
     output = [Column(c["name"], c["type"], c.get("window_role"), c.get("aggregate")) for c in raw["output"]]
     return QueryInfo(raw["shape"], raw["sources"], windows, output, raw["group_by"], raw["reasons"],
-                     raw.get("combinable", False), tuple(raw.get("temporary_views", ())))
+                     raw.get("combinable", False), tuple(raw.get("temporary_views", ())),
+                     raw.get("views_fingerprint"))

@@ -180,7 +180,7 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
             new_state, write = _recomputed(run, chosen.technique)
             if dry:  # the refresh's shape has no estimate (estimate.Estimated was not raised)
                 raise estimate.Estimated(None)
-            new_state = replace(new_state, source_ids=run.source_ids,
+            new_state = replace(new_state, source_ids=run.source_ids, views_fingerprint=info.views_fingerprint,
                                 event_time_seen_at=seen_at(run, new_state.max_event_time))
             outcome.watermark = new_state.watermark
             outcome.duration_s = round(time.time() - started, 3)

@@ -43,6 +43,8 @@ class RefreshState:
     # EMIT ON WINDOW CLOSE: the id of the <view>__open table holding the open windows' rows that
     # go with this state (mv/open_windows.py); None: none kept (the next refresh builds it)
     open_id: str | None = None
+    # The hash of the definitions of the SQL views the query read (QueryInfo.views_fingerprint)
+    views_fingerprint: str | None = None
 
     def to_json(self) -> str:
         return json.dumps({STATE_KEY: asdict(self)}, sort_keys=True)

@@ -104,6 +104,33 @@ def replace_rows(run: Run, kept: str) -> Write:
     return delete_matched_insert_rest(run, source, f"s.{OP} = IF({kept}, 'region', NULL) AND {kept}")
 
 
+def exact(run: Run, expected: DataFrame) -> Write:
+    """One merge that makes the view exactly the rows `expected` (duplicates included), whatever
+    happened to its files, touching only rows whose number of copies differs: each such row's
+    copies in the view are deleted and `expected`'s inserted. An unchanged row is left alone, so the
+    view's change feed shows net changes only (a changed group: its old row deleted, its new one
+    inserted). Costs a read of the whole view and an aggregation of both sides: for repairs.
+
+    Example: view {a, a, b, c}, expected {a, b, d}: a's two copies deleted and one inserted,
+    c deleted, d inserted; b untouched.
+    """
+    columns = run.columns
+    same = [F.col(f"e.{quote(c)}").eqNullSafe(F.col(f"v.{quote(c)}")) for c in columns]
+    e = expected.groupBy(*[quote(c) for c in columns]).agg(F.count(F.lit(1)).alias("__n")).alias("e")
+    v = run.spark.table(run.view.name).groupBy(*[quote(c) for c in columns]) \
+        .agg(F.count(F.lit(1)).alias("__n")).alias("v")
+    differing = e.join(v, same, "full_outer").where(
+        F.coalesce(F.col("e.__n"), F.lit(0)) != F.coalesce(F.col("v.__n"), F.lit(0)))
+    # Per differing row: a marker that deletes the view's copies, and the expected copies to insert.
+    ops = F.concat(F.array(F.lit("region")), F.array_repeat(F.lit("insert"), F.coalesce(F.col("e.__n"), F.lit(0))
+                                                             .cast("int")))
+    present = F.col("e.__n").isNotNull()
+    source = differing.select(*[F.when(present, F.col(f"e.{quote(c)}")).otherwise(F.col(f"v.{quote(c)}")).alias(c)
+                                for c in columns], F.explode(ops).alias("__op"))
+    on = " AND ".join(["s.__op = 'region'"] + [f"t.{quote(c)} <=> s.{quote(c)}" for c in columns])
+    return delete_matched_insert_rest(run, source, on)
+
+
 def start_range(run: Run, span: tuple[int, int] | None, alias: str | None) -> str | None:
     """A window_start range condition on `alias`'s rows (the view's own with None), so Delta
     skips the view's other files."""

@@ -87,7 +87,26 @@ object QueryDescription extends PredicateHelper {
       "output" -> output,
       "group_by" -> groupBy(plan).orNull,
       "combinable" -> (kinds.nonEmpty && plan.output.forall(a => kinds.contains(a.exprId))),
-      "reasons" -> reasons.toSeq)
+      "reasons" -> reasons.toSeq,
+      "views_fingerprint" -> viewsFingerprint(plan).orNull)
+  }
+
+  /**
+   * A hash of the definitions of the SQL views (temporary or catalog) the query reads, nested ones
+   * included: a view's name, where its text resolves and its text (or, for a view kept as a plan,
+   * its schema). None when the query reads no SQL view. A refresh compares it with the one its
+   * state keeps: another definition refreshes in full (QUERY_DEFINITION_CHANGED), read here from
+   * the analysis mv_describe does anyway, so an ordinary refresh runs no more Spark work.
+   */
+  private def viewsFingerprint(plan: LogicalPlan): Option[String] = {
+    val definitions = plan.collectWithSubqueries { case v: View =>
+      Seq(v.desc.identifier.unquotedString, v.isTempView.toString, v.desc.viewCatalogAndNamespace.mkString("."),
+        v.desc.viewText.getOrElse(v.child.schema.catalogString)).mkString("\u0000")
+    }.distinct.sorted
+    if (definitions.isEmpty) None
+    else Some(java.security.MessageDigest.getInstance("SHA-256")
+      .digest(definitions.mkString("\u0001").getBytes(java.nio.charset.StandardCharsets.UTF_8))
+      .map(b => f"$b%02x").mkString)
   }
 
   private def describeWindow(w: WindowTableFunction): Map[String, Any] = Map(
