@@ -70,11 +70,14 @@ def _with_final_windows(run: Run, recomputed: DataFrame, keep_final: str | None)
     late changes undone (session_lateness.without_late): what the refreshes wrote there, since a
     change that came too late for a final window went to <view>__late and stays out of it.
     A query over several sources (their late changes in one table) keeps its final windows' rows
-    as the view has them."""
+    as the view has them, and so do HOP and CUMULATE: there a row late for one window may have
+    counted in another that was still open, and taking it out of the source would take it out of
+    both (so a final window of theirs changed outside the engine is not repaired)."""
     if keep_final is None:
         return recomputed
     sources = run.info.source_tables
-    if len(sources) == 1:
+    one_window_a_row = all(w.kind in ("TUMBLE", "SESSION") for w in run.info.windows)
+    if len(sources) == 1 and one_window_a_row:
         rows = session_lateness.without_late(run, run.source(sources[0]))
         final = run.spark.sql(f"SELECT * FROM ({run.query_over({sources[0]: rows})}) WHERE NOT ({keep_final})")
     else:
