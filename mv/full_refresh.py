@@ -27,7 +27,7 @@ def full(run: Run) -> tuple[RefreshState, writes.Write]:
                  for w in info.windows if len(w.sources) == 1
                  and w.time_column.lower() in {c.lower() for c in spark.table(w.sources[0]).columns}]
         max_event, new_wm = advanced(run, times)
-        if d.watermark_column:
+        if d.watermark_column and not run.replaces_schema:  # a new schema: final windows too are rewritten
             old_wm = previous.watermark if previous else None
             if old_wm is not None:  # final: old_wm >= window_end + grace
                 keep_final = f"{end} > {time_sql(old_wm - interval_micros(spark, d.grace), t)}"
@@ -40,7 +40,7 @@ def full(run: Run) -> tuple[RefreshState, writes.Write]:
     recomputed = spark.sql(f"SELECT * FROM ({query})" + (f" WHERE {' AND '.join(where)}" if where else ""))
     if info.window_start:  # written in time order, so later merges skip the view's other files
         recomputed = recomputed.repartitionByRange(quote(info.window_start))
-    if info.group_by is not None:
+    if info.group_by is not None and not run.replaces_schema:  # a new schema: overwritten (RefreshCommit)
         write = writes.merge(run, recomputed, None, delete_missing=f"t.{keep_final}" if keep_final else True)
     elif keep_final:  # rows of final windows stay as they are
         write = writes.replace_rows(run, "t." + " AND t.".join(where))

@@ -43,6 +43,9 @@ class RefreshState:
     # EMIT ON WINDOW CLOSE: the id of the <view>__open table holding the open windows' rows that
     # go with this state (mv/open_windows.py); None: none kept (the next refresh builds it)
     open_id: str | None = None
+    # Each source's schema fingerprint (delta_tables.Table.fingerprint) as this refresh read it: a
+    # next refresh finding another one does not read changes across the schema change
+    source_schemas: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps({STATE_KEY: asdict(self)}, sort_keys=True)
