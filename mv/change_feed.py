@@ -6,11 +6,14 @@ Example:
 """
 from __future__ import annotations
 
+import re
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from mv.internal_columns import SIGN
 from mv.run import Run
+from mv.state import RefreshState
 
 # The error conditions in which Delta says the change feed of a version range can no longer be
 # read (not recorded, its log or files cleaned up, vacuumed).
@@ -19,10 +22,35 @@ CHANGE_FEED_GONE = {"DELTA_MISSING_CHANGE_DATA", "DELTA_VERSIONS_NOT_CONTIGUOUS"
                     "FAILED_READ_FILE.FILE_NOT_EXIST"}
 
 
+# The error conditions in which Delta says the change feed of a version range spans a schema
+# change it cannot read across (a dropped or renamed column of a column-mapped table, a type change).
+SCHEMA_CHANGED = {"DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_DATA_SCHEMA",
+                  "DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_SCHEMA_CHANGE",
+                  "FAILED_READ_FILE.PARQUET_COLUMN_DATA_TYPE_MISMATCH"}
+
+
+def condition(error: Exception) -> str | None:
+    """`error`'s error condition: PySpark's own, or, for a Java error PySpark passes through
+    unconverted (a Py4JJavaError from a job, e.g. a vacuumed file), the first `[CONDITION]` of its text.
+
+    Example:
+        >>> condition(py4j_error)      # "...SparkException: [FAILED_READ_FILE.FILE_NOT_EXIST] ..."
+        'FAILED_READ_FILE.FILE_NOT_EXIST'
+    """
+    if hasattr(error, "getCondition"):
+        return error.getCondition()
+    found = re.search(r"\[([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)\]", str(error))
+    return found.group(1) if found else None
+
+
 def is_gone(error: Exception) -> bool:
     """Whether `error` is Delta saying a change feed can no longer be read, by its error condition."""
-    condition = error.getCondition() if hasattr(error, "getCondition") else None
-    return condition in CHANGE_FEED_GONE
+    return condition(error) in CHANGE_FEED_GONE
+
+
+def is_schema_change(error: Exception) -> bool:
+    """Whether `error` is Delta saying a change feed cannot be read across a schema change."""
+    return condition(error) in SCHEMA_CHANGED
 
 
 class SourceReplaced(Exception):
@@ -40,6 +68,22 @@ class ChangeFeedGone(Exception):
     def __init__(self, source: str, version: int):
         super().__init__(source)
         self.source, self.version = source, version
+
+
+class SchemaChanged(Exception):
+    """A source's schema changed since the view's last refresh: its changes are not read across it."""
+
+    def __init__(self, source: str):
+        super().__init__(source)
+        self.source = source
+
+
+def schema_changed(previous: RefreshState | None, fingerprints: dict[str, str | None]) -> str | None:
+    """The first source whose schema fingerprint (`fingerprints`, delta_tables.Table.fingerprint)
+    is not the one the previous refresh recorded; None when none changed or none was recorded (a
+    state from before fingerprints: Delta's errors while reading are the fallback)."""
+    recorded = previous.source_schemas if previous else {}
+    return next((s for s, f in fingerprints.items() if s in recorded and recorded[s] != f), None)
 
 
 def none(run: Run, source: str) -> DataFrame:

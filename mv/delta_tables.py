@@ -8,9 +8,12 @@ Example:
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
+from pyspark.sql.types import StructType
 
 from mv.query import sql_string
 
@@ -25,6 +28,27 @@ class Table:
     exists: bool = True  # False for a name the catalog has no table of (version -1)
     bytes: int | None = None  # its files' size, from its checksum (None without one)
     change_bytes: int | None = None  # what its change feed after the version asked for holds (`lookup`'s `after`)
+    schema: str | None = field(default=None, compare=False)  # Delta's schema JSON (None: not a Delta table)
+
+    @property
+    def fingerprint(self) -> str | None:
+        """A short digest of the table's schema (column names, types, column-mapping ids) and of its
+        column-mapping high-water mark, which an added and dropped column moves: a refresh keeps it
+        in the view's state, and the next one tells a changed schema from it without reading a change.
+
+        Example:
+            >>> Table(3, "id", schema='{"type":"struct","fields":[]}').fingerprint
+            'a2f0c6...'
+        """
+        if self.schema is None:
+            return None
+        mark = self.properties.get("delta.columnMapping.maxColumnId", "")
+        return hashlib.sha256(f"{self.schema}/{mark}".encode()).hexdigest()[:16]
+
+    def columns(self) -> list[tuple[str, str]]:
+        """The table's columns as (lower-case name, type in Spark's simpleString), in order."""
+        fields = StructType.fromJson(json.loads(self.schema)).fields if self.schema else []
+        return [(f.name.lower(), f.dataType.simpleString()) for f in fields]
 
 
 def lookup(spark: SparkSession, names: list[str], after: dict[str, int] | None = None) -> dict[str, Table]:
@@ -36,4 +60,4 @@ def lookup(spark: SparkSession, names: list[str], after: dict[str, int] | None =
     args = [f"{name}@{after[name]}" if name in (after or {}) else name for name in names]
     rows = spark.sql(f"SELECT * FROM mv_delta_tables({', '.join(map(sql_string, args))})").collect()
     return {row.name: Table(row.version, row.id, row.changed_outside, row.small, dict(row.properties or {}),
-                            row.exists, row.bytes, row.change_bytes) for row in rows}
+                            row.exists, row.bytes, row.change_bytes, row.schema) for row in rows}

@@ -196,6 +196,14 @@ def change_feed_gone(view: str, source: str, version: int) -> MvError:
                    view=view, source=source, version=version)
 
 
+def source_schema_changed(view: str, source: str) -> MvError:
+    return MvError("MV_SOURCE_SCHEMA_CHANGED",
+                   f"The schema of {source} changed since {view} was last refreshed (a column added, dropped, "
+                   "replaced or widened), so its changes cannot be applied to the view incrementally.",
+                   f"Run REFRESH MATERIALIZED VIEW {view} FULL once; later refreshes are incremental again.",
+                   view=view, source=source)
+
+
 def state_lost(view: str) -> MvError:
     return MvError("MV_STATE_LOST",
                    f"{view} was refreshed before, but what its last refresh processed is no longer recorded "

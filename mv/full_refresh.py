@@ -36,7 +36,7 @@ def full(run: Run) -> tuple[RefreshState, writes.Write]:
                  for w in info.windows if len(w.sources) == 1
                  and w.time_column.lower() in {c.lower() for c in spark.table(w.sources[0]).columns}]
         max_event, new_wm = advanced(run, times)
-        if d.watermark_column:
+        if d.watermark_column and not run.replaces_schema:  # a new schema: final windows too are rewritten
             old_wm = previous.watermark if previous else None
             if old_wm is not None:  # final: old_wm >= window_end + grace
                 keep_final = f"{end} > {time_sql(old_wm - interval_micros(spark, d.grace), t)}"
@@ -49,7 +49,9 @@ def full(run: Run) -> tuple[RefreshState, writes.Write]:
     recomputed = spark.sql(f"SELECT * FROM ({query})" + (f" WHERE {' AND '.join(where)}" if where else ""))
     if info.window_start:  # written in time order, so later merges skip the view's other files
         recomputed = recomputed.repartitionByRange(quote(info.window_start))
-    if run.outcome.reason in REPAIRS:
+    if run.replaces_schema:  # a new schema: the view overwritten whole, in the same commit (RefreshCommit)
+        write = writes.overwrite(recomputed)
+    elif run.outcome.reason in REPAIRS:
         write = writes.exact(run, _with_final_windows(run, recomputed, keep_final))
     elif info.group_by is not None:
         write = writes.merge(run, recomputed, None, delete_missing=f"t.{keep_final}" if keep_final else True)

@@ -160,6 +160,9 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
     chosen = _chosen(spark, view, info, found, full, tables[view.name].changed_outside)
     if chosen.technique == "incremental" and any(v < previous.sources.get(s, -1) for s, v in targets.items()):
         chosen = replace(chosen, technique="full", reason="SOURCE_REPLACED")  # dropped and created again
+    replaces_schema = _schema_replaced(tables[view.name], info)
+    if chosen.technique == "incremental":
+        chosen = _schema_checked(view, info, previous, tables, replaces_schema, chosen)
     now = watermark.now()
     if chosen.technique == "incremental" and not pinned and targets == previous.sources \
             and not clock_closes(spark, view.definition, previous, now):
@@ -172,7 +175,8 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
     run = Run(spark, view, info, previous, targets, outcome, marker=found.marker,
               source_ids={s: tables[s].id for s in info.source_tables}, now=now, dry=dry, sizes=sizes,
               open_state=open_windows.kept(view, info, previous, tables.get(view.open_table)),
-              late_exists=tables[view.late_table].exists)
+              late_exists=tables[view.late_table].exists, replaces_schema=replaces_schema,
+              source_schemas={s: tables[s].fingerprint for s in info.source_tables if tables[s].fingerprint})
     # A view too large for its checksum to list its files has them listed in the background meanwhile,
     # for the merge; a small view's files are read from its checksum without a Spark job.
     with snapshots.warming(spark, [] if tables[view.name].small else [view.name]):
@@ -180,7 +184,8 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
             new_state, write = _recomputed(run, chosen.technique)
             if dry:  # the refresh's shape has no estimate (estimate.Estimated was not raised)
                 raise estimate.Estimated(None)
-            new_state = replace(new_state, source_ids=run.source_ids, views_fingerprint=info.views_fingerprint,
+            new_state = replace(new_state, source_ids=run.source_ids, source_schemas=run.source_schemas,
+                                views_fingerprint=info.views_fingerprint,
                                 event_time_seen_at=seen_at(run, new_state.max_event_time))
             outcome.watermark = new_state.watermark
             outcome.duration_s = round(time.time() - started, 3)
@@ -208,6 +213,10 @@ def _recomputed(run: Run, technique: str) -> tuple[RefreshState, Write]:
         if view.definition.policy != "AUTO":
             raise errors.change_feed_gone(view.name, gone.source, gone.version) from None
         outcome.technique, outcome.reason = "full", "CHANGE_FEED_UNAVAILABLE"
+    except change_feed.SchemaChanged as changed:
+        if view.definition.policy != "AUTO":
+            raise errors.source_schema_changed(view.name, changed.source) from None
+        outcome.technique, outcome.reason = "full", "SOURCE_SCHEMA_CHANGED"
     except change_feed.SourceReplaced:
         outcome.technique, outcome.reason = "full", "SOURCE_REPLACED"  # dropped and created again
     except estimate.FullCheaper as cheaper:  # AUTO: the estimate says a full refresh costs less
@@ -222,6 +231,31 @@ def _full(run: Run) -> tuple[RefreshState, Write]:
         known = run.sizes.full
         run.outcome.work_bytes = known if known is not None else estimate.full_work(run.spark, run.query, run.view.name)
     return full_refresh.full(run)
+
+
+def _schema_replaced(view: delta_tables.Table, info: QueryInfo) -> bool:
+    """Whether the query's columns (names, types) are no longer the view table's: a source's column
+    type changed (replaced, widened). Then only a full refresh that replaces the view's schema fits."""
+    return view.schema is not None and view.columns() != [(c.name.lower(), c.type) for c in info.output]
+
+
+def _schema_checked(view: View, info: QueryInfo, previous: RefreshState, tables: dict[str, delta_tables.Table],
+                    replaces_schema: bool, chosen: Plan) -> Plan:
+    """`chosen` (incremental), or a full refresh (SOURCE_SCHEMA_CHANGED) when a source's schema
+    changed since the previous refresh (its fingerprint, read from the log: no Spark job) or the
+    query's columns changed; under an INCREMENTAL policy that is MV_SOURCE_SCHEMA_CHANGED. A
+    source created again (its table id changed) with the query's columns unchanged is left to
+    SOURCE_REPLACED."""
+    if not replaces_schema and any(previous.source_ids.get(s, tables[s].id) != tables[s].id
+                                   for s in info.source_tables):
+        return chosen
+    changed = change_feed.schema_changed(previous, {s: tables[s].fingerprint for s in info.source_tables})
+    changed = changed or (info.source_tables[0] if replaces_schema and info.source_tables else None)
+    if changed is None:
+        return chosen
+    if view.definition.policy != "AUTO":
+        raise errors.source_schema_changed(view.name, changed)
+    return Plan("full", "SOURCE_SCHEMA_CHANGED")
 
 
 def _weighed_before_reading(spark: SparkSession, view: View, info: QueryInfo, sizes: estimate.Sizes, chosen: Plan,
@@ -292,9 +326,11 @@ def _incremental(run: Run) -> tuple[RefreshState, Write]:
         run.outcome.rows_read = first.rows_read if first else sum(frame.count() for frame in changes.values())
     except Exception as e:  # noqa: BLE001 - Delta reports a lost change feed in several ways
         change_feed.check_sources(run)  # a source created again has no change feed from where the view left off
-        if not change_feed.is_gone(e):
+        source = next((s for s, v in run.targets.items() if previous.sources.get(s, -1) < v), None)
+        if change_feed.is_schema_change(e) and source:  # e.g. a column dropped from a column-mapped source
+            raise change_feed.SchemaChanged(source) from None
+        if not change_feed.is_gone(e) or not source:
             raise
-        source = next(s for s, v in run.targets.items() if previous.sources.get(s, -1) < v)
         raise change_feed.ChangeFeedGone(source, previous.sources.get(source, -1) + 1) from None
     progress.checkpoint("changes_read")
     change_feed.check_sources(run)  # before anything is written

@@ -24,7 +24,8 @@ import org.apache.spark.sql.types.{BooleanType, DataType, DoubleType, LongType, 
  * DESCRIBE round trips (which rebuild a table's state, a Spark job, to report what it does not need):
  * {{{
  *   SELECT * FROM mv_delta_tables('bids', 'hourly')      -- name, version, id, changed_outside, small,
- *                                                         -- properties, exists, bytes: a row per name
+ *                                                         -- properties, exists, bytes, schema
+ *                                                         -- (Delta's schema JSON): a row per name
  *   SELECT * FROM mv_delta_tables('bids@7')               -- and change_bytes: what its change feed
  *                                                         -- after version 7 holds
  *   SELECT * FROM mv_refresh_history                      -- every refresh of the database's views
@@ -89,21 +90,21 @@ object DeltaTables {
         case _: NoSuchTableException | _: NoSuchDatabaseException | _: NoSuchNamespaceException => None
       }
       table match {
-        case None => Row(name, -1L, null, null, false, null, false, null, null)
+        case None => Row(name, -1L, null, null, false, null, false, null, null, null)
         case Some(t) if !DeltaTableUtils.isDeltaTable(t) =>
-          Row(name, -1L, null, null, false, t.properties, true, null, null)
+          Row(name, -1L, null, null, false, t.properties, true, null, null, null)
         case Some(t) =>
           val log = DeltaLog.forTable(spark, t)
           val snapshot = log.update(catalogTableOpt = Some(t))
           Row(name, snapshot.version, snapshot.metadata.id, outsideChange(log, snapshot).map(Long.box).orNull,
             SmallDeltaScans.listed(snapshot).isDefined, snapshot.metadata.configuration, true,
             snapshot.checksumOpt.map(c => Long.box(c.tableSizeBytes)).orNull,
-            after.flatMap(changeBytes(log, _, snapshot.version)).map(Long.box).orNull)
+            after.flatMap(changeBytes(log, _, snapshot.version)).map(Long.box).orNull, snapshot.metadata.schemaString)
       }
     }
     LocalRelation.fromExternalRows(output("name" -> StringType, "version" -> LongType, "id" -> StringType,
       "changed_outside" -> LongType, "small" -> BooleanType, "properties" -> MapType(StringType, StringType),
-      "exists" -> BooleanType, "bytes" -> LongType, "change_bytes" -> LongType), rows)
+      "exists" -> BooleanType, "bytes" -> LongType, "change_bytes" -> LongType, "schema" -> StringType), rows)
   }
 
   /**

@@ -17,7 +17,7 @@ import org.apache.spark.sql.execution.metric.{SQLMetric, SQLMetrics}
 import org.apache.spark.sql.functions.{array, col, collect_list, count, explode, expr, input_file_name, lit, struct,
   when}
 import org.apache.spark.storage.StorageLevel
-import org.apache.spark.sql.types.{DataType, LongType, StringType}
+import org.apache.spark.sql.types.{DataType, LongType, StringType, StructType}
 
 import io.mvengine.{InternalColumns => IC}  // the helper columns beside the view's
 
@@ -89,9 +89,28 @@ object RefreshCommit extends DeltaCommand {
       } else {
         txn.updateMetadata(txn.metadata.copy(configuration = txn.metadata.configuration ++ Map(
           RefreshIdProperty -> spec.refreshId.toString, StateProperty -> spec.state,
-          ReadVersionProperty -> txn.readVersion.toString)))
+          ReadVersionProperty -> txn.readVersion.toString),
+          schemaString = replacedSchema(spark, spec, txn).map(_.json).getOrElse(txn.metadata.schemaString)))
         commit(spark, spec, txn, log)
       }
+    }
+
+  /**
+   * An overwrite's new schema for the table, when its rows' columns (names, types) are not the
+   * table's: the query's column types changed with a source's (a type replaced or widened). The
+   * commit removes every file, so the table's schema is replaced in the same commit and no file
+   * of the old types is left for a reader (e.g. `price` BIGINT in a table now saying DOUBLE).
+   * {{{
+   *   view (item STRING, total BIGINT), rows (item STRING, total DOUBLE)  ->  Some(item STRING, total DOUBLE)
+   * }}}
+   */
+  private def replacedSchema(spark: SparkSession, spec: Spec, txn: OptimisticTransaction): Option[StructType] =
+    if (spec.mode != "overwrite") None
+    else {
+      val rows = spark.table(spec.rows.get).schema
+      def columns(s: StructType) = s.fields.map(f => (f.name.toLowerCase, f.dataType.catalogString)).toSeq
+      if (columns(rows) == columns(txn.metadata.schema)) None
+      else Some(StructType(rows.fields.map(_.copy(nullable = true))))
     }
 
   /** A session setting counting rows (`mv.localMergeRows`, `mv.merge.deletionVectorRows`): its
