@@ -78,12 +78,24 @@ class SchemaChanged(Exception):
         self.source = source
 
 
-def schema_changed(previous: RefreshState | None, fingerprints: dict[str, str | None]) -> str | None:
-    """The first source whose schema fingerprint (`fingerprints`, delta_tables.Table.fingerprint)
-    is not the one the previous refresh recorded; None when none changed or none was recorded (a
-    state from before fingerprints: Delta's errors while reading are the fallback)."""
+def schema_changed(previous: RefreshState | None, columns: dict[str, dict[str, str] | None]) -> str | None:
+    """The first source one of whose columns the previous refresh recorded (`columns`, each
+    source's delta_tables.Table.column_types) is gone or has another type: the change feed cannot
+    be read across that. An added column is no such change: the feed reads on, and the query's
+    columns stay as they were. None when none changed or none was recorded (a state from before
+    they were kept: Delta's errors while reading are the fallback, as they are for an added and
+    dropped column under column mapping).
+
+    Example:
+        >>> schema_changed(state_with({"bids": {"price": "int"}}), {"bids": {"price": "double"}})
+        'bids'
+    """
     recorded = previous.source_schemas if previous else {}
-    return next((s for s, f in fingerprints.items() if s in recorded and recorded[s] != f), None)
+    for source, now in columns.items():
+        before = recorded.get(source)
+        if isinstance(before, dict) and now is not None and any(now.get(c) != t for c, t in before.items()):
+            return source
+    return None
 
 
 def none(run: Run, source: str) -> DataFrame:

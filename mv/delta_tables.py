@@ -8,7 +8,6 @@ Example:
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 
@@ -31,19 +30,17 @@ class Table:
     schema: str | None = field(default=None, compare=False)  # Delta's schema JSON (None: not a Delta table)
 
     @property
-    def fingerprint(self) -> str | None:
-        """A short digest of the table's schema (column names, types, column-mapping ids) and of its
-        column-mapping high-water mark, which an added and dropped column moves: a refresh keeps it
-        in the view's state, and the next one tells a changed schema from it without reading a change.
+    def column_types(self) -> dict[str, str] | None:
+        """The table's columns and their types (lower-case names, Spark's simpleString): a refresh
+        keeps them in the view's state, and the next one tells a column dropped, renamed or retyped
+        since (change_feed.schema_changed) without reading a change. None: not a Delta table.
 
         Example:
-            >>> Table(3, "id", schema='{"type":"struct","fields":[]}').fingerprint
-            'a2f0c6...'
+            >>> Table(3, "id", schema='{"type":"struct","fields":[{"name":"p","type":"integer",'
+            ...       '"nullable":true,"metadata":{}}]}').column_types
+            {'p': 'int'}
         """
-        if self.schema is None:
-            return None
-        mark = self.properties.get("delta.columnMapping.maxColumnId", "")
-        return hashlib.sha256(f"{self.schema}/{mark}".encode()).hexdigest()[:16]
+        return dict(self.columns()) if self.schema is not None else None
 
     def columns(self) -> list[tuple[str, str]]:
         """The table's columns as (lower-case name, type in Spark's simpleString), in order."""

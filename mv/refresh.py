@@ -176,7 +176,7 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
               source_ids={s: tables[s].id for s in info.source_tables}, now=now, dry=dry, sizes=sizes,
               open_state=open_windows.kept(view, info, previous, tables.get(view.open_table)),
               late_exists=tables[view.late_table].exists, replaces_schema=replaces_schema,
-              source_schemas={s: tables[s].fingerprint for s in info.source_tables if tables[s].fingerprint})
+              source_schemas={s: tables[s].column_types for s in info.source_tables if tables[s].column_types})
     # A view too large for its checksum to list its files has them listed in the background meanwhile,
     # for the merge; a small view's files are read from its checksum without a Spark job.
     with snapshots.warming(spark, [] if tables[view.name].small else [view.name]):
@@ -242,14 +242,14 @@ def _schema_replaced(view: delta_tables.Table, info: QueryInfo) -> bool:
 def _schema_checked(view: View, info: QueryInfo, previous: RefreshState, tables: dict[str, delta_tables.Table],
                     replaces_schema: bool, chosen: Plan) -> Plan:
     """`chosen` (incremental), or a full refresh (SOURCE_SCHEMA_CHANGED) when a source's schema
-    changed since the previous refresh (its fingerprint, read from the log: no Spark job) or the
+    changed since the previous refresh (a column dropped, renamed or retyped, read from the log: no Spark job) or the
     query's columns changed; under an INCREMENTAL policy that is MV_SOURCE_SCHEMA_CHANGED. A
     source created again (its table id changed) with the query's columns unchanged is left to
     SOURCE_REPLACED."""
     if not replaces_schema and any(previous.source_ids.get(s, tables[s].id) != tables[s].id
                                    for s in info.source_tables):
         return chosen
-    changed = change_feed.schema_changed(previous, {s: tables[s].fingerprint for s in info.source_tables})
+    changed = change_feed.schema_changed(previous, {s: tables[s].column_types for s in info.source_tables})
     changed = changed or (info.source_tables[0] if replaces_schema and info.source_tables else None)
     if changed is None:
         return chosen

@@ -66,7 +66,7 @@ class Run:
     dry: bool = False  # only estimate (EXPLAIN): stop before anything is written (estimate.Estimated)
     open_state: Kept | None = None  # the view's open-window table (mv/open_windows.py); None: it keeps none
     late_exists: bool = False  # whether <view>__late exists, as mv_delta_tables found it (history.write_late_rows)
-    source_schemas: dict[str, str] = field(default_factory=dict)  # the sources' schema fingerprints (state.py)
+    source_schemas: dict[str, dict[str, str]] = field(default_factory=dict)  # the sources' columns (state.py)
     # The query's columns are no longer the view's (a source's column type changed): a full refresh
     # overwrites the view, its table's schema replaced in the same commit (mv/jvm/RefreshCommit.scala)
     replaces_schema: bool = False

@@ -45,9 +45,9 @@ class RefreshState:
     open_id: str | None = None
     # The hash of the definitions of the SQL views the query read (QueryInfo.views_fingerprint)
     views_fingerprint: str | None = None
-    # Each source's schema fingerprint (delta_tables.Table.fingerprint) as this refresh read it: a
-    # next refresh finding another one does not read changes across the schema change
-    source_schemas: dict[str, str] = field(default_factory=dict)
+    # Each source's columns and types (delta_tables.Table.column_types) as this refresh read them: a
+    # next refresh finding one of them gone or retyped does not read changes across that
+    source_schemas: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps({STATE_KEY: asdict(self)}, sort_keys=True)
