@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from mv.internal_columns import OP, R
+from mv.internal_columns import N, OP, R
 from mv.query import quote, time_sql
 from mv.run import Run
 
@@ -116,18 +116,18 @@ def exact(run: Run, expected: DataFrame) -> Write:
     """
     columns = run.columns
     same = [F.col(f"e.{quote(c)}").eqNullSafe(F.col(f"v.{quote(c)}")) for c in columns]
-    e = expected.groupBy(*[quote(c) for c in columns]).agg(F.count(F.lit(1)).alias("__n")).alias("e")
+    e = expected.groupBy(*[quote(c) for c in columns]).agg(F.count(F.lit(1)).alias(N)).alias("e")
     v = run.spark.table(run.view.name).groupBy(*[quote(c) for c in columns]) \
-        .agg(F.count(F.lit(1)).alias("__n")).alias("v")
+        .agg(F.count(F.lit(1)).alias(N)).alias("v")
     differing = e.join(v, same, "full_outer").where(
-        F.coalesce(F.col("e.__n"), F.lit(0)) != F.coalesce(F.col("v.__n"), F.lit(0)))
+        F.coalesce(F.col(f"e.{N}"), F.lit(0)) != F.coalesce(F.col(f"v.{N}"), F.lit(0)))
     # Per differing row: a marker that deletes the view's copies, and the expected copies to insert.
-    ops = F.concat(F.array(F.lit("region")), F.array_repeat(F.lit("insert"), F.coalesce(F.col("e.__n"), F.lit(0))
+    ops = F.concat(F.array(F.lit("region")), F.array_repeat(F.lit("insert"), F.coalesce(F.col(f"e.{N}"), F.lit(0))
                                                              .cast("int")))
-    present = F.col("e.__n").isNotNull()
+    present = F.col(f"e.{N}").isNotNull()
     source = differing.select(*[F.when(present, F.col(f"e.{quote(c)}")).otherwise(F.col(f"v.{quote(c)}")).alias(c)
-                                for c in columns], F.explode(ops).alias("__op"))
-    on = " AND ".join(["s.__op = 'region'"] + [f"t.{quote(c)} <=> s.{quote(c)}" for c in columns])
+                                for c in columns], F.explode(ops).alias(OP))
+    on = " AND ".join([f"s.{OP} = 'region'"] + [f"t.{quote(c)} <=> s.{quote(c)}" for c in columns])
     return delete_matched_insert_rest(run, source, on)
 
 

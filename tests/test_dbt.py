@@ -47,7 +47,15 @@ def project(spark, tmp_path):
     shutil.copytree(PROJECT, folder)
     (folder / "packages.yml").write_text(f"packages:\n  - local: {PACKAGE}\n")
     assert dbt(folder, "deps").success
+    settings = dict(spark.conf.getAll)
     yield folder
+    for key, value in spark.conf.getAll.items():  # dbt's runs leave settings in the shared session
+        if settings.get(key) != value:
+            print(f"dbt changed {key}: {settings.get(key)} -> {value}")
+            if key in settings:
+                spark.conf.set(key, settings[key])
+            elif spark.conf.isModifiable(key):
+                spark.conf.unset(key)
     spark.sql(f"DROP DATABASE IF EXISTS {SCHEMA} CASCADE")
 
 

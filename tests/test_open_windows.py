@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 import mv
-from mv import catalog, state
+from mv import state
+from mv.names import TableName
 from mv import refresh as maintainer
 from test_mv_scenarios import Catalog, bid, values
 
@@ -39,7 +40,7 @@ def check(spark, view: str, query: str) -> None:
     view's state names, holds the rest."""
     found = state.read(spark, view)
     closed = f"window_end <= timestamp_micros({found.watermark + 1})"
-    for table, where in ((view, closed), (catalog.open_table(view), f"NOT ({closed})")):
+    for table, where in ((view, closed), (TableName.parse(view).open, f"NOT ({closed})")):
         actual, expected = spark.table(table), spark.sql(f"SELECT * FROM ({query}) WHERE {where}")
         assert actual.exceptAll(expected).count() == 0 and expected.exceptAll(actual).count() == 0, \
             (table, sorted(actual.collect()), sorted(expected.collect()))
@@ -47,7 +48,7 @@ def check(spark, view: str, query: str) -> None:
 
 
 def kept_id(spark, view: str) -> str:
-    properties = spark.sql(f"SHOW TBLPROPERTIES {catalog.open_table(view)}").collect()
+    properties = spark.sql(f"SHOW TBLPROPERTIES {TableName.parse(view).open}").collect()
     return {row.key: row.value for row in properties}[state.STATE_PROPERTY]
 
 
@@ -109,7 +110,7 @@ def test_a_window_that_closes_untouched_comes_from_the_kept_rows(spark, given):
     bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:05", 7))
     query = windowed(bids)
     view = given.view(query, CLOSE)
-    assert spark.table(view).count() == 0 and spark.table(catalog.open_table(view)).count() == 2
+    assert spark.table(view).count() == 0 and spark.table(TableName.parse(view).open).count() == 2
     spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'c', '00:30', 1))}")
     outcome = refreshed(spark, view, query)
     assert spark.table(view).count() == 2   # 00:00-00:10 closed, its two groups moved from the kept rows
@@ -134,8 +135,8 @@ def test_a_table_that_is_not_the_states_is_built_again_from_the_source(spark, gi
     query = windowed(bids)
     view = given.view(query, CLOSE)
     # Its rows gone and another refresh's id, written by path as another engine would: no rule sees it.
-    location = spark.sql(f"DESCRIBE DETAIL {catalog.open_table(view)}").first().location
-    spark.table(catalog.open_table(view)).limit(0).write.format("delta").mode("overwrite").save(location)
+    location = spark.sql(f"DESCRIBE DETAIL {TableName.parse(view).open}").first().location
+    spark.table(TableName.parse(view).open).limit(0).write.format("delta").mode("overwrite").save(location)
     spark.sql(f"ALTER TABLE delta.`{location}` SET TBLPROPERTIES ('{state.STATE_PROPERTY}' = 'another')")
     spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'b', '00:16', 1), bid(4, 'c', '00:25', 2))}")
     refreshed(spark, view, query)
@@ -158,9 +159,9 @@ def test_only_the_refresh_writes_the_open_window_table_and_drop_removes_it(spark
     bids = given.bids(bid(1, "a", "00:01", 4))
     view = given.view(windowed(bids), CLOSE)
     with pytest.raises(Exception, match="MV_VIEW_READ_ONLY"):
-        spark.sql(f"DELETE FROM {catalog.open_table(view)}")
+        spark.sql(f"DELETE FROM {TableName.parse(view).open}")
     mv.sql(spark, f"DROP MATERIALIZED VIEW {view}")
-    assert not spark.catalog.tableExists(catalog.open_table(view))
+    assert not spark.catalog.tableExists(TableName.parse(view).open)
 
 
 @pytest.mark.parametrize("columns, clauses", [
@@ -172,5 +173,5 @@ def test_views_that_cannot_or_need_not_keep_open_windows_have_no_table(spark, gi
     view = given.view(windowed(bids, columns=columns), clauses)
     spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'a', '00:40', 1))}")
     maintainer.refresh(spark, view)
-    assert not spark.catalog.tableExists(catalog.open_table(view))
+    assert not spark.catalog.tableExists(TableName.parse(view).open)
     assert state.read(spark, view).open_id is None

@@ -341,9 +341,14 @@ object QueryDescription extends PredicateHelper {
     }
 
   /** The temporary views the query reads (by name): they live in one session, and a view's refresh
-   * runs in a session of its own. */
-  private def temporaryViews(plan: LogicalPlan): Seq[String] =
-    plan.collectWithSubqueries { case v: View if v.isTempView => v.desc.identifier.unquotedString }.distinct
+   * runs in a session of its own. Global temporary views are the application's: refreshes see them. */
+  private def temporaryViews(plan: LogicalPlan): Seq[String] = {
+    val global = SparkSession.active.conf.get("spark.sql.globalTempDatabase", "global_temp")
+    plan.collectWithSubqueries {
+      case v: View if v.isTempView && !v.desc.identifier.database.exists(_.equalsIgnoreCase(global)) =>
+        v.desc.identifier.unquotedString
+    }.distinct
+  }
 
   /** Whether the Delta table is a materialized view: its definition is one of its Delta properties. */
   private def isMaterializedView(table: org.apache.spark.sql.catalyst.catalog.CatalogTable): Boolean =
