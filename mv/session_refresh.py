@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from mv import open_windows, progress, session_lateness, watermark, writes
 from mv.combine import folded
 from mv.history import write_late_rows
-from mv.internal_columns import HI, LO, OP, SESSION, STARTS, TOUCHED
+from mv.internal_columns import CHANGED, CHANGES, FIRST, GROUP, HI, LAST, LO, OP, SESSION, STARTS, T, TOUCHED
 from mv.query import interval_micros, micros_sql, quote, time_sql
 from mv.run import INFINITY, Run, advanced, source_time_type
 from mv.state import RefreshState
@@ -52,7 +52,7 @@ def refresh_sessions(run: Run, changes: str, state: RefreshState) -> tuple[Refre
     keys, source = [quote(k) for k in w.partition_by], info.source_tables[0]
     match = " AND ".join([f"a.{k} <=> b.{k}" for k in keys] or ["true"])
     regions = session_regions(run, changes, open_from, touching_view=not settled)
-    low, high = spark.sql(f"SELECT min(lo), max(hi) FROM {regions}").first()
+    low, high = spark.sql(f"SELECT min({LO}), max({HI}) FROM {regions}").first()
     if low is None:  # no session open, none changed
         return kept_again(run, state, spark.sql(f"SELECT * FROM ({run.query}) WHERE false")), writes.STATE_ONLY
     within = " AND ".join([f"a.{quote(w.time_column)} >= {time_sql(low, run.time_type)}"] * (low > -INFINITY)
@@ -67,7 +67,7 @@ def refresh_sessions(run: Run, changes: str, state: RefreshState) -> tuple[Refre
     time_us = micros_sql(f"a.{quote(w.time_column)}", run.time_type)
     rows = run.temp_view(spark.sql(
         f"SELECT a.* FROM {effective} a LEFT SEMI JOIN {regions} b "
-        f"ON {match} AND {time_us} BETWEEN b.lo AND b.hi WHERE {within or 'true'}"), "session_rows")
+        f"ON {match} AND {time_us} BETWEEN b.{LO} AND b.{HI} WHERE {within or 'true'}"), "session_rows")
     recomputed = spark.sql(run.query_over({source: rows}))
     end = quote(info.window_end)
     if open_from is not None:
@@ -86,7 +86,7 @@ def refresh_sessions(run: Run, changes: str, state: RefreshState) -> tuple[Refre
         return state, replace_sessions(run, recomputed, regions, (low, high))
     start, t = f"a.{quote(info.window_start)}", run.time_type
     current = spark.sql(f"SELECT a.* FROM {run.view.name} a LEFT SEMI JOIN {regions} b ON {match} "
-                        f"AND {micros_sql(start, t)} >= b.lo AND {micros_sql('a.' + end, t)} - {w.size} <= b.hi")
+                        f"AND {micros_sql(start, t)} >= b.{LO} AND {micros_sql('a.' + end, t)} - {w.size} <= b.{HI}")
     return state, writes.merge(run, recomputed, current)
 
 
@@ -135,7 +135,7 @@ def kept_again(run: Run, state: RefreshState, still_open: DataFrame) -> RefreshS
 
 
 def session_regions(run: Run, changes: str, open_from: int | None, touching_view: bool) -> str:
-    """A temporary view (keys, lo, hi): per key, the merged spans of the changed rows widened by
+    """A temporary view (keys, LO, HI): per key, the merged spans of the changed rows widened by
     gap, of the rows from `open_from` on (if not None), and, if `touching_view`, of the view's
     sessions those reach (`refresh_sessions`)."""
     w, info, t = run.info.windows[0], run.info, run.time_type
@@ -148,18 +148,18 @@ def session_regions(run: Run, changes: str, open_from: int | None, touching_view
     a_keys = "".join(f"a.{k}, " for k in keys)
     keys_ = "".join(f"{k}, " for k in keys)
     still_open = "" if open_from is None else (  # every key with a row where open sessions may be
-        f" UNION SELECT DISTINCT {keys_}{open_from} AS lo, {INFINITY} AS hi FROM {run.source(info.source_tables[0])} "
+        f" UNION SELECT DISTINCT {keys_}{open_from} AS {LO}, {INFINITY} AS {HI} FROM {run.source(info.source_tables[0])} "
         f"WHERE {quote(w.time_column)} >= {time_sql(open_from, t)}")
     touched = "" if not touching_view else f"""
-        touched AS (SELECT DISTINCT {a_keys}{us(info.window_start, "a.")} AS lo,
-                           {us(info.window_end, "a.")} - {gap} AS hi
+        touched AS (SELECT DISTINCT {a_keys}{us(info.window_start, "a.")} AS {LO},
+                           {us(info.window_end, "a.")} - {gap} AS {HI}
                     FROM {run.view.name} a JOIN changed b ON {match}
-                    WHERE {us(info.window_start, "a.")} <= b.hi + {gap} AND {us(info.window_end, "a.")} >= b.lo),"""
+                    WHERE {us(info.window_start, "a.")} <= b.{HI} + {gap} AND {us(info.window_end, "a.")} >= b.{LO}),"""
     return run.temp_view(run.spark.sql(f"""
-        WITH changed AS (SELECT DISTINCT {keys_}{us(w.time_column)} AS lo, {us(w.time_column)} AS hi
+        WITH changed AS (SELECT DISTINCT {keys_}{us(w.time_column)} AS {LO}, {us(w.time_column)} AS {HI}
                          FROM {changes} WHERE {quote(w.time_column)} IS NOT NULL{still_open}),{touched}
-        spans AS (SELECT {keys_}lo - {gap} AS lo, hi + {gap} AS hi FROM changed
-                  {f"UNION ALL SELECT {keys_}lo, hi FROM touched" if touching_view else ""}),
+        spans AS (SELECT {keys_}{LO} - {gap} AS {LO}, {HI} + {gap} AS {HI} FROM changed
+                  {f"UNION ALL SELECT {keys_}{LO}, {HI} FROM touched" if touching_view else ""}),
         {merged_spans(keys)}""").localCheckpoint(), "regions")  # not cached: it reads the view (combine.py)
 
 
@@ -177,17 +177,17 @@ def session_watermark(run: Run, changes: str) -> tuple[RefreshState, str, int]:
 
 
 def merged_spans(keys: list[str]) -> str:
-    """SQL after a CTE `spans` (keys, lo, hi): per key, the spans that overlap or touch merged.
+    """SQL after a CTE `spans` (keys, LO, HI): per key, the spans that overlap or touch merged.
 
     Example: spans a [1, 5], a [4, 9], a [12, 13] give a [1, 9] and a [12, 13].
     """
     keys_ = "".join(f"{k}, " for k in keys)
     partition = f"PARTITION BY {', '.join(keys)}" if keys else ""
-    return f"""marked AS (SELECT *, CASE WHEN lo <= max(hi) OVER ({partition} ORDER BY lo, hi
-                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) THEN 0 ELSE 1 END AS starts FROM spans),
-        grouped AS (SELECT *, sum(starts) OVER ({partition} ORDER BY lo, hi ROWS UNBOUNDED PRECEDING) AS grp
-                    FROM marked)
-        SELECT {keys_}min(lo) AS lo, max(hi) AS hi FROM grouped GROUP BY {keys_}grp"""
+    return f"""marked AS (SELECT *, CASE WHEN {LO} <= max({HI}) OVER ({partition} ORDER BY {LO}, {HI}
+                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) THEN 0 ELSE 1 END AS {STARTS} FROM spans),
+        grouped AS (SELECT *, sum({STARTS}) OVER ({partition} ORDER BY {LO}, {HI} ROWS UNBOUNDED PRECEDING)
+                    AS {GROUP} FROM marked)
+        SELECT {keys_}min({LO}) AS {LO}, max({HI}) AS {HI} FROM grouped GROUP BY {keys_}{GROUP}"""
 
 
 # Half-widths, in gaps, of the spans around the changes searched for the sessions they reach;
@@ -219,7 +219,7 @@ def rows_in_regions(run: Run, w, regions: str, span: tuple[int, int] | None, sid
     """A temporary view of `w`'s source rows whose key and time are in one of `regions`."""
     keys, t = [quote(k) for k in w.partition_by], source_time_type(run, w)
     us = micros_sql(f"a.{quote(w.time_column)}", t)
-    match = " AND ".join([f"a.{k} <=> b.{k}" for k in keys] + [f"{us} BETWEEN b.lo AND b.hi"])
+    match = " AND ".join([f"a.{k} <=> b.{k}" for k in keys] + [f"{us} BETWEEN b.{LO} AND b.{HI}"])
     where = (f" WHERE a.{quote(w.time_column)} BETWEEN {time_sql(span[0], t)} AND {time_sql(span[1], t)}"
              if span else "")  # a constant range on the time column: Delta skips other files
     rows = run.spark.sql(f"SELECT a.* FROM {run.source(w.sources[0])} a LEFT SEMI JOIN {regions} b ON {match}{where}")
@@ -227,7 +227,7 @@ def rows_in_regions(run: Run, w, regions: str, span: tuple[int, int] | None, sid
 
 
 def joined_session_regions(run: Run, changes: dict[str, str]) -> tuple[str, tuple[int, int] | None] | None:
-    """The U-sessions (`refresh_session_join`) holding a change, per key, as a view (keys, lo, hi)
+    """The U-sessions (`refresh_session_join`) holding a change, per key, as a view (keys, LO, HI)
     with their overall time span; None without changes.
 
     U's sessions are computed over its rows within spans around the changes, which is exact for
@@ -239,53 +239,53 @@ def joined_session_regions(run: Run, changes: dict[str, str]) -> tuple[str, tupl
     keys_ = "".join(f"{k}, " for k in keys)
     sides = list({w.sources[0]: w for w in run.info.windows}.values())
     frame = spark.sql(" UNION ".join(
-        f"SELECT {keys_}{micros_sql(quote(w.time_column), source_time_type(run, w))} AS t FROM {changes[w.sources[0]]} "
+        f"SELECT {keys_}{micros_sql(quote(w.time_column), source_time_type(run, w))} AS {T} FROM {changes[w.sources[0]]} "
         f"WHERE {quote(w.time_column)} IS NOT NULL" for w in sides if w.sources[0] in changes)).cache()
     run.cached.append(frame)
     changed = run.temp_view(frame, "changed")
-    low, high = spark.sql(f"SELECT min(t), max(t) FROM {changed}").first()
+    low, high = spark.sql(f"SELECT min({T}), max({T}) FROM {changed}").first()
     if low is None:
         return None
     for width in SESSION_SEARCH:
         spans = run.temp_view(spark.sql(
-            f"WITH spans AS (SELECT {keys_}t - {width * w0.size if width else INFINITY} AS lo, "
-            f"t + {width * w0.size if width else INFINITY} AS hi FROM {changed}), {merged_spans(keys)}"), "spans")
+            f"WITH spans AS (SELECT {keys_}{T} - {width * w0.size if width else INFINITY} AS {LO}, "
+            f"{T} + {width * w0.size if width else INFINITY} AS {HI} FROM {changed}), {merged_spans(keys)}"), "spans")
         span = (low - width * w0.size, high + width * w0.size) if width else None
         sessions = sessions_of_u(run, sides, changed, spans, span)
-        frame = spark.sql(f"SELECT * FROM {sessions} WHERE changes > 0").cache()
+        frame = spark.sql(f"SELECT * FROM {sessions} WHERE {CHANGES} > 0").cache()
         run.cached.append(frame)
         holding = run.temp_view(frame, "holding")
-        if width is None or not spark.sql(f"SELECT 1 FROM {holding} WHERE first - {w0.size} < lo "
-                                          f"OR last + {w0.size} > hi LIMIT 1").collect():
+        if width is None or not spark.sql(f"SELECT 1 FROM {holding} WHERE {FIRST} - {w0.size} < {LO} "
+                                          f"OR {LAST} + {w0.size} > {HI} LIMIT 1").collect():
             break
-    regions = run.temp_view(spark.sql(f"SELECT {keys_}first AS lo, last AS hi FROM {holding}"), "regions")
-    bounds = spark.sql(f"SELECT min(lo), max(hi) FROM {regions}").first()
+    regions = run.temp_view(spark.sql(f"SELECT {keys_}{FIRST} AS {LO}, {LAST} AS {HI} FROM {holding}"), "regions")
+    bounds = spark.sql(f"SELECT min({LO}), max({HI}) FROM {regions}").first()
     return regions, (bounds[0], bounds[1])
 
 
 def sessions_of_u(run: Run, sides, changed: str, spans: str, span: tuple[int, int] | None) -> str:
-    """A temporary view: U's sessions within each of `spans` (keys, lo, hi, first, last, changes)."""
+    """A temporary view: U's sessions within each of `spans` (keys, LO, HI, FIRST, LAST, CHANGES)."""
     keys = [quote(k) for k in run.info.windows[0].partition_by]
     keys_ = "".join(f"{k}, " for k in keys)
-    match = " AND ".join([f"u.{k} <=> s.{k}" for k in keys] + ["u.t BETWEEN s.lo AND s.hi"])
+    match = " AND ".join([f"u.{k} <=> s.{k}" for k in keys] + [f"u.{T} BETWEEN s.{LO} AND s.{HI}"])
     rows = []
     for w in sides:
         t = source_time_type(run, w)
         where = (f" WHERE {quote(w.time_column)} BETWEEN {time_sql(span[0], t)} AND {time_sql(span[1], t)}"
                  if span else "")
-        rows.append(f"SELECT {keys_}{micros_sql(quote(w.time_column), t)} AS t, 0 AS changed "
+        rows.append(f"SELECT {keys_}{micros_sql(quote(w.time_column), t)} AS {T}, 0 AS {CHANGED} "
                     f"FROM {run.source(w.sources[0])}{where}")
-    rows.append(f"SELECT {keys_}t, 1 AS changed FROM {changed}")  # the retracted rows among them
-    partition, gap = ", ".join(keys + ["lo"]), run.info.windows[0].size
+    rows.append(f"SELECT {keys_}{T}, 1 AS {CHANGED} FROM {changed}")  # the retracted rows among them
+    partition, gap = ", ".join(keys + [LO]), run.info.windows[0].size
     return run.temp_view(run.spark.sql(f"""
         WITH u AS ({' UNION ALL '.join(rows)}),
-        inside AS (SELECT /*+ BROADCAST(s) */ u.*, s.lo, s.hi FROM u JOIN {spans} s ON {match}),
-        marked AS (SELECT *, CASE WHEN t - lag(t) OVER (PARTITION BY {partition} ORDER BY t) <= {gap}
-                   THEN 0 ELSE 1 END AS starts FROM inside),
-        numbered AS (SELECT *, sum(starts) OVER (PARTITION BY {partition} ORDER BY t ROWS UNBOUNDED PRECEDING) AS sid
-                     FROM marked)
-        SELECT {keys_}lo, hi, min(t) AS first, max(t) AS last, sum(changed) AS changes
-        FROM numbered GROUP BY {keys_}lo, hi, sid"""), "u_sessions")
+        inside AS (SELECT /*+ BROADCAST(s) */ u.*, s.{LO}, s.{HI} FROM u JOIN {spans} s ON {match}),
+        marked AS (SELECT *, CASE WHEN {T} - lag({T}) OVER (PARTITION BY {partition} ORDER BY {T}) <= {gap}
+                   THEN 0 ELSE 1 END AS {STARTS} FROM inside),
+        numbered AS (SELECT *, sum({STARTS}) OVER (PARTITION BY {partition} ORDER BY {T} ROWS UNBOUNDED PRECEDING)
+                     AS {SESSION} FROM marked)
+        SELECT {keys_}{LO}, {HI}, min({T}) AS {FIRST}, max({T}) AS {LAST}, sum({CHANGED}) AS {CHANGES}
+        FROM numbered GROUP BY {keys_}{LO}, {HI}, {SESSION}"""), "u_sessions")
 
 
 def replace_sessions(run: Run, recomputed: DataFrame, regions: str, span: tuple[int, int]) -> writes.Write:
@@ -303,7 +303,7 @@ def replace_sessions(run: Run, recomputed: DataFrame, regions: str, span: tuple[
     w, t, gap = run.info.windows[0], run.time_type, run.info.windows[0].size
     start, end = quote(run.info.window_start), quote(run.info.window_end)
     keys = [quote(k) for k in w.partition_by]
-    marked = run.spark.table(regions).selectExpr(*keys, f"lo AS {LO}", f"hi AS {HI}", f"'region' AS {OP}")
+    marked = run.spark.table(regions).selectExpr(*keys, LO, HI, f"'region' AS {OP}")
     source = recomputed.withColumn(OP, F.lit("insert")).unionByName(marked, allowMissingColumns=True)
     on = " AND ".join([f"t.{k} <=> s.{k}" for k in keys] + [
         f"s.{OP} = 'region'", f"{micros_sql('t.' + start, t)} >= s.{LO}",

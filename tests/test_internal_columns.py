@@ -116,3 +116,22 @@ def test_a_column_with_the_reserved_prefix_is_refused_at_create_and_at_refresh(s
     spark.sql(f"ALTER TABLE {src} RENAME COLUMN `__mv_note` TO note")
     mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view} FULL").collect()
     same(spark, view, query)
+
+
+def test_session_keys_named_like_the_session_regions_bounds_are_kept_exactly(spark, given):
+    """The regions a SESSION refresh recomputes carry their own bounds and counts beside the
+    session's keys: keys named `lo`, `hi` or `first` (and a time column `t`) do not collide."""
+    name = given.name("spans")
+    spark.sql(f"CREATE TABLE {name} (lo STRING, hi INT, `first` INT, t TIMESTAMP) USING delta")
+    given.tables.append(name)
+    spark.sql(f"INSERT INTO {name} VALUES ('a', 1, 1, {ts('00:01')}), ('a', 1, 2, {ts('00:03')}), "
+              f"('b', 2, 3, {ts('00:02')}), ('a', 1, 4, {ts('00:30')})")
+    query = f"""SELECT window_start, window_end, lo, hi, count(*) AS n, max(`first`) AS `first`
+                FROM SESSION(TABLE({name}) PARTITION BY lo, hi, DESCRIPTOR(t), INTERVAL '5' MINUTES)
+                GROUP BY window_start, window_end, lo, hi"""
+    view = given.view(query)
+    spark.sql(f"INSERT INTO {name} VALUES ('a', 1, 5, {ts('00:06')}), ('b', 2, 6, {ts('00:04')})")
+    spark.sql(f"DELETE FROM {name} WHERE `first` = 2")   # splits a's first session again
+
+    assert mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first().technique == "incremental"
+    same(spark, view, query)
