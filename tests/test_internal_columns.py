@@ -127,7 +127,7 @@ def test_session_keys_named_like_the_session_regions_bounds_are_kept_exactly(spa
     spark.sql(f"INSERT INTO {name} VALUES ('a', 1, 1, {ts('00:01')}), ('a', 1, 2, {ts('00:03')}), "
               f"('b', 2, 3, {ts('00:02')}), ('a', 1, 4, {ts('00:30')})")
     query = f"""SELECT window_start, window_end, lo, hi, count(*) AS n, max(`first`) AS `first`
-                FROM SESSION(TABLE({name}) PARTITION BY lo, hi, DESCRIPTOR(t), INTERVAL '5' MINUTES)
+                FROM SESSION(TABLE({name}) PARTITION BY (lo, hi), DESCRIPTOR(t), INTERVAL '5' MINUTES)
                 GROUP BY window_start, window_end, lo, hi"""
     view = given.view(query)
     spark.sql(f"INSERT INTO {name} VALUES ('a', 1, 5, {ts('00:06')}), ('b', 2, 6, {ts('00:04')})")
