@@ -450,6 +450,7 @@ def mv_process(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     return subprocess.run([str(MV), *args], capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
 
 
+@pytest.mark.slow  # a process of its own: make test-slow
 def test_the_installed_command_fails_with_one_error_line_and_exit_code_1_never_a_java_stack_trace(tmp_path):
     done = mv_process("sql", "SELECT 10 DIV (id - 1) FROM range(3)", tmp_path=tmp_path)  # fails in a task
     assert done.returncode == 1 and done.stdout == ""
@@ -458,6 +459,7 @@ def test_the_installed_command_fails_with_one_error_line_and_exit_code_1_never_a
     assert lines[1:] == ["== SQL (line 1, position 8) ==", "SELECT 10 DIV (id - 1) FROM range(3)", " " * 7 + "^" * 15]
 
 
+@pytest.mark.slow  # a process of its own: make test-slow
 def test_the_installed_command_plans_a_deploy_of_the_repositorys_catalog(tmp_path):
     done = mv_process("deploy", "catalog", "--plan", tmp_path=tmp_path)
     assert done.returncode == 0, done.stderr

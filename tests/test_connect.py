@@ -24,6 +24,8 @@ from mv.connect_server import free_port
 from tests import statement_suite
 
 START_TIMEOUT_S = 180
+# A real Spark Connect server, about 70 s: make test-slow (CI runs it after make test).
+pytestmark = pytest.mark.slow
 
 # Flink's Bid table and its TUMBLE + SUM example (tests/fixtures/window_examples/flink.txt).
 BIDS = [("2020-04-15 08:05:00", "4.00", "C"), ("2020-04-15 08:07:00", "2.00", "A"),

@@ -12,6 +12,9 @@ from pyspark.sql import SparkSession
 
 from mv import cli, demo
 
+# The whole demo, about 40 s: make test-slow (CI runs it after make test).
+pytestmark = pytest.mark.slow
+
 SMALL = demo.Size(bids_per_minute=40, auctions_per_minute=4, persons_per_minute=2, hours=1, rounds=1)
 VIEWS = ["highest_bid", "hot_items", "hot_items_peak", "new_users", "user_sessions"]
 

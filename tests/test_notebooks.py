@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+# Real notebook kernels, about 90 s: make test-slow (CI runs it after make test).
+pytestmark = pytest.mark.slow
+
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 jupyter_client = pytest.importorskip("jupyter_client")
