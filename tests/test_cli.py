@@ -237,6 +237,7 @@ def test_deploy_checks_every_file_before_it_changes_anything(run, given, spark, 
     assert not spark.catalog.tableExists(source)
 
 
+@pytest.mark.slow  # the repository's whole catalog, about 25 s: make test-slow
 def test_the_repositorys_catalog_deploys_and_refreshes_upstream_first(run, spark):
     spark.sql("CREATE DATABASE cli_catalog")  # the catalog's names are unqualified: a database of its own
     spark.catalog.setCurrentDatabase("cli_catalog")

@@ -8,6 +8,10 @@ every file of these small views large enough to mark.
 """
 import pytest
 
+# Two 2,000-row views refreshed through five rounds each, about 70 s: make test-slow (CI runs it
+# after make test); the merge's other paths are covered by the scenario and local-merge tests.
+pytestmark = pytest.mark.slow
+
 SOURCE = "dv_bids"
 QUERY = ("SELECT k, window_start, window_end, count(*) AS n, sum(price) AS total "
          f"FROM TUMBLE(TABLE({SOURCE}), DESCRIPTOR(ts), INTERVAL '10' MINUTES) GROUP BY k, window_start, window_end")
