@@ -290,7 +290,14 @@ def explain(spark: SparkSession, statement: Explain) -> list[tuple]:
     unweighed = "none: nothing to weigh (no pending change, a full refresh, or not a window query)"
     return [("technique", chosen.technique), ("reason", chosen.reason), ("shape", info.shape),
             ("sources", ", ".join(info.source_tables)), ("row_key", ", ".join(info.group_by or [])),
-            ("estimate", weighed.describe() if weighed else unweighed)] + deploy
+            ("estimate", weighed.describe() if weighed else unweighed)] + _operators(info) + deploy
+
+
+def _operators(info) -> list[tuple]:
+    """EXPLAIN's `operator` rows for a query of rows: each operator, indented by its depth, with its
+    delta rule or the reason code that makes the view refresh in full (mv/jvm/DeltaRules.scala)."""
+    return [("operator", f"{'  ' * s['depth']}{s['operator']}: {s['rule'] or s['reason']}")
+            for s in info.maintenance]
 
 
 def _deploy_action(spark: SparkSession, declared: statements.Definition) -> str:

@@ -87,9 +87,9 @@ def incremental_blockers(spark: SparkSession, info: QueryInfo, view_watermark: b
     blockers = []
     if any(s.get("provider") != "delta" for s in info.sources):
         blockers.append("SOURCE_NOT_DELTA")
-    if info.group_by is None and info.shape != "window":  # windows of rows are replaced window by window
+    if info.group_by is None and info.shape == "aggregate":  # the others: window by window, or by delta rules
         blockers.append("NO_ROW_KEY")
-    if blockers or info.shape == "other":
+    if blockers or info.shape in ("other", "rows"):
         return blockers
     if info.shape == "window":
         return _window_blockers(spark, info, view_watermark)

@@ -69,6 +69,9 @@ class QueryInfo:
     # A hash of the SQL views' definitions the query reads (None: it reads none): another one since
     # the last refresh makes a full refresh (plan.py, QUERY_DEFINITION_CHANGED).
     views_fingerprint: str | None = None
+    # The planner's steps for a query of rows (mv/jvm/DeltaRules.scala): each operator, top first,
+    # with its depth and its delta rule or the reason it has none; EXPLAIN lists them.
+    maintenance: tuple[dict, ...] = ()
 
     def column_with_role(self, role: str) -> str | None:
         return next((c.name for c in self.output if c.window_role == role), None)
@@ -164,4 +167,4 @@ def describe(spark: SparkSession, query: str) -> QueryInfo:
     output = [Column(c["name"], c["type"], c.get("window_role"), c.get("aggregate")) for c in raw["output"]]
     return QueryInfo(raw["shape"], raw["sources"], windows, output, raw["group_by"], raw["reasons"],
                      raw.get("combinable", False), tuple(raw.get("temporary_views", ())),
-                     raw.get("views_fingerprint"))
+                     raw.get("views_fingerprint"), tuple(raw.get("maintenance") or ()))

@@ -31,7 +31,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
 from mv import catalog, change_feed, delta_tables, errors, estimate, full_refresh, progress, session_refresh
-from mv import internal_columns, open_windows, snapshots
+from mv import internal_columns, open_windows, row_refresh, snapshots
 from mv import watermark, window_refresh, writes
 from mv.catalog import View
 from mv.history import pinned_targets
@@ -345,6 +345,8 @@ def _incremental(run: Run) -> tuple[RefreshState, Write]:
         first = window_refresh.touched(run, views) if windows else None
     if not views:
         return state, writes.STATE_ONLY
+    if run.info.shape == "rows":
+        return state, row_refresh.refresh_rows(run, changes)
     if run.info.shape == "aggregate":
         return state, window_refresh.refresh_groups(run, next(iter(views.values())))
     if run.info.windows[0].kind == "SESSION" and len(run.info.windows) > 1:

@@ -99,12 +99,14 @@ class Run:
         """The view's query over its sources as of this refresh's versions (`source`)."""
         return self.query_over({})
 
-    def query_over(self, replaced: dict[str, str]) -> str:
+    def query_over(self, replaced: dict[str, str], changed: str | None = None) -> str:
         """The view's query reading each source in `replaced` from the view named there, and the
-        others as of this refresh's versions."""
+        others as of this refresh's versions. With `changed`, a source: the query's change through
+        that source alone, its UNION branches that do not read it empty (mv/row_refresh.py)."""
         pairs = [x for table in self.info.source_tables for x in (table, replaced.get(table) or self.source(table))]
-        return "SELECT * FROM mv_substitute(" + ", ".join(
-            sql_string(x) for x in [self.view.definition.query] + pairs) + ")"
+        function, leading = ("mv_substitute_change", [changed]) if changed else ("mv_substitute", [])
+        return f"SELECT * FROM {function}(" + ", ".join(
+            sql_string(x) for x in [self.view.definition.query, *leading] + pairs) + ")"
 
 
 def advanced(run: Run, latest: list[int | None]) -> tuple[int | None, int | None]:

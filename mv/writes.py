@@ -121,12 +121,40 @@ def exact(run: Run, expected: DataFrame) -> Write:
         .agg(F.count(F.lit(1)).alias(N)).alias("v")
     differing = e.join(v, same, "full_outer").where(
         F.coalesce(F.col(f"e.{N}"), F.lit(0)) != F.coalesce(F.col(f"v.{N}"), F.lit(0)))
-    # Per differing row: a marker that deletes the view's copies, and the expected copies to insert.
-    ops = F.concat(F.array(F.lit("region")), F.array_repeat(F.lit("insert"), F.coalesce(F.col(f"e.{N}"), F.lit(0))
-                                                             .cast("int")))
     present = F.col(f"e.{N}").isNotNull()
-    source = differing.select(*[F.when(present, F.col(f"e.{quote(c)}")).otherwise(F.col(f"v.{quote(c)}")).alias(c)
-                                for c in columns], F.explode(ops).alias(OP))
+    return _copies(run, differing.select(
+        *[F.when(present, F.col(f"e.{quote(c)}")).otherwise(F.col(f"v.{quote(c)}")).alias(c) for c in columns],
+        F.lit(True).alias(OP), F.coalesce(F.col(f"e.{N}"), F.lit(0)).alias(N)))
+
+
+def counted(run: Run, net: DataFrame) -> Write:
+    """One merge that applies `net`, the view's distinct rows each with its net change of copies
+    (N, never 0): a row that only gains copies has them inserted; a row that loses some has its
+    copies in the view replaced by the number left. Only the view's copies of losing rows are
+    read (a semi-join on every column), so a change that retracts little reads little.
+
+    Example: view {a, a, b}, net {a: -1, c: +2}: a's two copies deleted and one inserted, c's two
+    inserted; b untouched.
+    """
+    columns = [quote(c) for c in run.columns]
+    losing = net.where(F.col(N) < 0)
+    same = [F.col(f"v.{c}").eqNullSafe(F.col(f"l.{c}")) for c in columns]
+    held = (run.spark.table(run.view.name).alias("v").join(F.broadcast(losing.alias("l")), same, "left_semi")
+            .groupBy(*columns).agg(F.count(F.lit(1)).alias("held")))
+    left = losing.join(held, [losing[c].eqNullSafe(held[c]) for c in columns], "left") \
+        .select(*[losing[c] for c in columns], F.lit(True).alias(OP),
+                F.greatest(F.lit(0), F.coalesce(held["held"], F.lit(0)) + losing[N]).alias(N))
+    gaining = net.where(F.col(N) > 0).select(*columns, F.lit(False).alias(OP), F.col(N))
+    return _copies(run, left.unionByName(gaining))
+
+
+def _copies(run: Run, rows: DataFrame) -> Write:
+    """The merge of `rows`, distinct rows of the view's columns each with OP true when its copies
+    in the view are to be deleted and N, the copies to insert."""
+    columns = run.columns
+    ops = F.concat(F.when(F.col(OP), F.array(F.lit("region"))).otherwise(F.array().cast("array<string>")),
+                   F.array_repeat(F.lit("insert"), F.col(N).cast("int")))
+    source = rows.select(*[quote(c) for c in columns], F.explode(ops).alias(OP))
     on = " AND ".join([f"s.{OP} = 'region'"] + [f"t.{quote(c)} <=> s.{quote(c)}" for c in columns])
     return delete_matched_insert_rest(run, source, on)
 

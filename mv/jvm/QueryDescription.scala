@@ -24,7 +24,8 @@ import org.apache.spark.sql.types.StringType
  *   SELECT description FROM mv_describe('SELECT ... FROM TUMBLE(...) GROUP BY ...')
  * }}}
  * Shapes: `window` (every output row belongs to one window of a window function and depends only
- * on source rows in that window's time range), `aggregate` (GROUP BY without windows),
+ * on source rows in that window's time range), `aggregate` (GROUP BY without windows), `rows`
+ * (neither, every operator with a delta rule: DeltaRules.scala, whose steps `maintenance` lists),
  * `other` (refreshed in full).
  */
 object QueryDescription extends PredicateHelper {
@@ -63,6 +64,7 @@ object QueryDescription extends PredicateHelper {
     if (plan.exists(_.expressions.exists(_.exists(_.isInstanceOf[org.apache.spark.sql.catalyst.expressions.SubqueryExpression])))) {
       reasons += "SUBQUERY"
     }
+    var maintenance = Seq.empty[DeltaRules.Step]
     val outputRoles = plan.output.flatMap(a => roles.get(a.exprId)).toSet
     val windowed = outputRoles.contains("window_start") && outputRoles.contains("window_end")
     val shape = if (windows.nonEmpty && windowed) {
@@ -75,8 +77,14 @@ object QueryDescription extends PredicateHelper {
         reasons += "ROWS_DEPEND_ON_OTHER_ROWS"
       }
       "aggregate"
+    } else if (windows.isEmpty) {
+      // Rows: kept by the delta rules when every operator has one (DeltaRules.scala).
+      maintenance = DeltaRules.steps(plan)
+      val missing = DeltaRules.reasons(maintenance)
+      reasons ++= missing
+      if (missing.isEmpty) "rows" else "other"
     } else {
-      reasons += (if (windows.nonEmpty) "WINDOW_COLUMNS_NOT_IN_OUTPUT" else "NOT_WINDOWED_OR_AGGREGATED")
+      reasons += "WINDOW_COLUMNS_NOT_IN_OUTPUT"
       "other"
     }
     Map(
@@ -88,6 +96,7 @@ object QueryDescription extends PredicateHelper {
       "group_by" -> groupBy(plan).orNull,
       "combinable" -> (kinds.nonEmpty && plan.output.forall(a => kinds.contains(a.exprId))),
       "reasons" -> reasons.toSeq,
+      "maintenance" -> maintenance.map(_.toMap),
       "views_fingerprint" -> viewsFingerprint(plan).orNull)
   }
 

@@ -4,7 +4,7 @@ import scala.collection.mutable
 
 import org.apache.spark.sql.catalyst.FunctionIdentifier
 import org.apache.spark.sql.catalyst.expressions.{Alias, Expression, ExpressionInfo, Literal}
-import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, Project}
+import org.apache.spark.sql.catalyst.plans.logical.{LocalRelation, LogicalPlan, Project, Union}
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.execution.datasources.LogicalRelation
 import org.apache.spark.sql.types.StringType
@@ -25,22 +25,46 @@ object SourceSubstitution {
 
   val functionName = "mv_substitute"
 
+  val changeFunctionName = "mv_substitute_change"
+
   def registration: (FunctionIdentifier, ExpressionInfo, Seq[Expression] => LogicalPlan) = (
     FunctionIdentifier(functionName),
     new ExpressionInfo(getClass.getName, null, functionName,
       "mv_substitute(query, source_table, replacement) - The query with source_table read from replacement.", ""),
-    (args: Seq[Expression]) => args match {
-      case (query: Literal) +: pairs if pairs.nonEmpty && pairs.size % 2 == 0 && args.forall {
-            case l: Literal => l.dataType == StringType && l.value != null
-            case _ => false
-          } =>
-        substitute(query.toString, pairs.map(_.toString).grouped(2).map(p => p(0) -> p(1)).toSeq)
-      case _ => throw new IllegalArgumentException(
-        "mv_substitute takes string literals: the query, then one or more source tables each with its replacement")
+    (args: Seq[Expression]) => substitute(strings(functionName, args, 1), None))
+
+  /**
+   * The change of a query of rows through one changed source (mv/row_refresh.py, DeltaRules.scala):
+   * {{{
+   *   SELECT * FROM mv_substitute_change('<query>', 'bids', 'bids', 'bid_inserts', 'auctions', 'auctions VERSION AS OF 3')
+   * }}}
+   * as mv_substitute, after the branches of every UNION that do not read the changed source are
+   * made empty: their sources did not change in this term of the sum, so they contribute nothing.
+   */
+  def changeRegistration: (FunctionIdentifier, ExpressionInfo, Seq[Expression] => LogicalPlan) = (
+    FunctionIdentifier(changeFunctionName),
+    new ExpressionInfo(getClass.getName, null, changeFunctionName,
+      "mv_substitute_change(query, changed_source, source_table, replacement, ...) - The change of query " +
+        "through changed_source: its UNION branches that do not read it are empty.", ""),
+    (args: Seq[Expression]) => {
+      val texts = strings(changeFunctionName, args, 2)
+      substitute(texts.head +: texts.drop(2), Some(texts(1)))
     })
 
+  private def strings(name: String, args: Seq[Expression], leading: Int): Seq[String] = args match {
+    case _ if args.size > leading && (args.size - leading) % 2 == 0 && args.forall {
+          case l: Literal => l.dataType == StringType && l.value != null
+          case _ => false
+        } => args.map(_.toString)
+    case _ => throw new IllegalArgumentException(
+      s"$name takes string literals: the query${if (leading > 1) ", the changed source" else ""}, " +
+        "then one or more source tables each with its replacement")
+  }
+
   /** One pass, so a replacement's own reads of another source (its rows' regions) stay as they are. */
-  private def substitute(queryText: String, replacements: Seq[(String, String)]): LogicalPlan = {
+  private def substitute(texts: Seq[String], changed: Option[String]): LogicalPlan = {
+    val queryText = texts.head
+    val replacements = texts.tail.grouped(2).map(p => p(0) -> p(1)).toSeq
     val session = SparkSession.active
     def analyse(text: String): LogicalPlan =
       session.sessionState.executePlan(session.sessionState.sqlParser.parsePlan(text)).analyzed
@@ -52,8 +76,17 @@ object SourceSubstitution {
     def target(relation: LogicalRelation) = byName.find { case (_, parts, _, _) =>  // `t`, `db.t`, `cat.db.t`
       relation.catalogTable.exists(t => t.identifier.nameParts.map(_.toLowerCase).endsWith(parts))
     }
+    def reads(plan: LogicalPlan, parts: Seq[String]) = plan.exists {
+      case r: LogicalRelation => r.catalogTable.exists(_.identifier.nameParts.map(_.toLowerCase).endsWith(parts))
+      case _ => false
+    }
+    val query = changed.map(parser.parseMultipartIdentifier(_).map(_.toLowerCase)).foldLeft(analyse(queryText)) {
+      (plan, parts) => plan.transformDown {
+        case u: Union => u.withNewChildren(u.children.map(c => if (reads(c, parts)) c else LocalRelation(c.output)))
+      }
+    }
     val replaced = mutable.Set[String]()
-    val result = analyse(queryText).transformUp {
+    val result = query.transformUp {
       case relation: LogicalRelation if target(relation).isDefined =>
         val (source, _, text, replacement) = target(relation).get
         replaced += source
@@ -63,7 +96,8 @@ object SourceSubstitution {
           Alias(from, column.name)(exprId = column.exprId)
         }, replacement)
     }
-    replacements.map(_._1).find(s => !replaced.contains(s)).foreach { source =>
+    // A change's pruned branches may have held a source's only read.
+    replacements.map(_._1).find(s => changed.isEmpty && !replaced.contains(s)).foreach { source =>
       throw new IllegalArgumentException(s"the query does not read $source")
     }
     result

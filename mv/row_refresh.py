@@ -1,0 +1,66 @@
+"""Views of rows (filters, projections, inner joins, UNION ALL; no window, no GROUP BY) kept from
+their sources' changes by the delta rules the extension checked (mv/jvm/DeltaRules.scala).
+
+Each rule is linear in each source, so the view's change is, over its changed sources S in order,
+the view's query run over S's change with the sources before S at this refresh's versions and the
+ones after it at the previous refresh's (a join: dL JOIN R(new) + L(old) JOIN dR, each side read at
+exactly the versions the refresh pins, by Delta time travel), and the UNION branches that do not
+read S empty (mv_substitute_change: they did not change in that term). S's inserted rows count +1 and its
+deleted ones -1, each run separately, so no sign has to travel through the query's operators.
+
+The view keeps the query's columns only. A row's copies are its identity: a change that only adds
+rows appends them; otherwise the change is netted per distinct row, and each row it takes copies
+from has its copies in the view replaced by the number left (writes.counted).
+
+Example:
+    >>> refresh_rows(run, {"bids": signed_changes})
+    Write(mode='append', rows=DataFrame[...])          # new bids joined to their auctions
+"""
+from __future__ import annotations
+
+from functools import reduce
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from mv import writes
+from mv.internal_columns import N, SIGN
+from mv.query import quote
+from mv.run import Run
+from mv.writes import Write
+
+
+def refresh_rows(run: Run, changes: dict[str, DataFrame]) -> Write:
+    """The write that brings the view from the previous refresh's sources to this one's."""
+    parts = _parts(run, changes)
+    if not parts:
+        return writes.STATE_ONLY
+    if all(sign > 0 for sign, _ in parts):  # only rows added: appended as they are, duplicates too
+        return writes.append(_union([run.spark.sql(query) for _, query in parts]))
+    signed = _union([run.spark.sql(f"SELECT *, {sign} AS {SIGN} FROM ({query}) q") for sign, query in parts])
+    columns = [quote(c) for c in run.columns]
+    net = signed.groupBy(*columns).agg(F.sum(SIGN).alias(N)).where(F.col(N) != 0)
+    return writes.counted(run, net)
+
+
+def _parts(run: Run, changes: dict[str, DataFrame]) -> list[tuple[int, str]]:
+    """(sign, query) for each non-empty side of each changed source's change: the view's query
+    over those rows, the sources before it as of this refresh, those after it as of the last one."""
+    sources = list(dict.fromkeys(run.info.source_tables))
+    parts = []
+    for i, source in enumerate(sources):
+        if source not in changes:
+            continue
+        before = {s: run.source(s) for s in sources[:i]}
+        after = {s: f"{s} VERSION AS OF {run.previous.sources[s]}" for s in sources[i + 1:]
+                 if run.previous.sources.get(s, -1) != run.targets[s]}
+        counts = dict(changes[source].groupBy(SIGN).count().collect())
+        for sign in (1, -1):
+            if counts.get(sign):
+                rows = run.temp_view(changes[source].where(F.col(SIGN) == sign), f"{'in' if sign > 0 else 'out'}_{i}")
+                parts.append((sign, run.query_over({**before, **after, source: rows}, changed=source)))
+    return parts
+
+
+def _union(frames: list[DataFrame]) -> DataFrame:
+    return reduce(DataFrame.unionAll, frames)
