@@ -14,8 +14,8 @@
 CREATE {% if or_replace %}OR REPLACE {% endif %}MATERIALIZED VIEW {{ relation }}
 {%- set watermark = config.get('watermark') %}
 {%- if watermark %}
-  WATERMARK FOR {{ mv_engine.mv_watermark(watermark) }}
-  {%- if config.get('idle_after') %} IDLE AFTER {{ mv_engine.mv_interval(config.get('idle_after')) }}{% endif %}
+  WATERMARK FOR {{ mv_watermark(watermark) }}
+  {%- if config.get('idle_after') %} IDLE AFTER {{ mv_interval(config.get('idle_after')) }}{% endif %}
 {%- elif config.get('idle_after') %}
   {{ exceptions.raise_compiler_error("materialized_view: idle_after needs a watermark") }}
 {%- endif %}
@@ -28,7 +28,7 @@ CREATE {% if or_replace %}OR REPLACE {% endif %}MATERIALIZED VIEW {{ relation }}
   {{ emits[emit | lower] }}
 {%- endif %}
 {%- if config.get('grace') %}
-  GRACE {{ mv_engine.mv_interval(config.get('grace')) }}
+  GRACE {{ mv_interval(config.get('grace')) }}
 {%- endif %}
 {%- if config.get('refresh_policy') %}
   REFRESH POLICY {{ config.get('refresh_policy') | replace('_', ' ') | upper }}
@@ -39,10 +39,10 @@ CREATE {% if or_replace %}OR REPLACE {% endif %}MATERIALIZED VIEW {{ relation }}
   {% if words.startswith('SCHEDULE') or words.startswith('TRIGGER') %}{{ schedule }}{% else %}SCHEDULE {{ schedule }}{% endif %}
 {%- endif %}
 {%- if config.get('partition_by') %}
-  PARTITIONED BY ({{ mv_engine.mv_columns(config.get('partition_by')) }})
+  PARTITIONED BY ({{ mv_columns(config.get('partition_by')) }})
 {%- endif %}
 {%- if config.get('cluster_by') %}
-  CLUSTER BY ({{ mv_engine.mv_columns(config.get('cluster_by')) }})
+  CLUSTER BY ({{ mv_columns(config.get('cluster_by')) }})
 {%- endif %}
 {%- set properties = config.get('tblproperties') %}
 {%- if properties %}

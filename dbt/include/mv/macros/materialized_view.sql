@@ -11,21 +11,16 @@
     "REFRESH incremental CHANGES_ONLY: rows_read=3 rows_inserted=1 rows_updated=1 rows_deleted=0 late_rows=0"
   An engine error (MV_...) fails the model with its class and hint, and changes nothing.
 
-  dbt ignores a package's override of a built-in materialization unless the root project names it,
-  with one macro file in the project (README.md, "dbt"):
-    {% materialization materialized_view, adapter='spark' %}
-      {{ return(mv_engine.materialization_materialized_view_spark()) }}
-    {% endmaterialization %}
-  The macros here are called by their package name (mv_engine.) because they then run in the root
-  project's context.
+  It is the materialization of dbt's adapter `mv` (dbt/adapters/mv), so it wins over dbt's own
+  `materialized_view` without a macro in the project.
 -#}
-{% materialization materialized_view, adapter='spark' %}
-  {%- set target_relation = this.incorporate(type='table') -%}
+{% materialization materialized_view, adapter='mv' %}
+  {%- set target_relation = this.incorporate(type='materialized_view') -%}
   {{ run_hooks(pre_hooks) }}
 
-  {%- set action = mv_engine.mv_deploy_action(mv_engine.mv_create_statement(target_relation, sql)) -%}
+  {%- set action = mv_deploy_action(mv_create_statement(target_relation, sql)) -%}
   {%- if action == 'create' or action.startswith('replace') -%}
-    {%- set statement_text = mv_engine.mv_create_statement(target_relation, sql, or_replace=action != 'create') -%}
+    {%- set statement_text = mv_create_statement(target_relation, sql, or_replace=action != 'create') -%}
   {%- else -%}
     {%- set statement_text = 'REFRESH MATERIALIZED VIEW ' ~ target_relation ~ (' FULL' if should_full_refresh() else '') -%}
   {%- endif -%}
@@ -33,7 +28,7 @@
   {%- call statement('main', fetch_result=True) -%}
     {{ statement_text }}
   {%- endcall -%}
-  {%- do mv_engine.mv_store_response(action, load_result('main')) -%}
+  {%- do mv_store_response(action, load_result('main')) -%}
 
   {{ run_hooks(post_hooks) }}
   {{ return({'relations': [target_relation]}) }}
@@ -46,7 +41,7 @@
   {%- for row in rows if row[0] == 'deploy' -%}
     {{ return(row[1]) }}
   {%- endfor -%}
-  {{ exceptions.raise_compiler_error("materialized_view: EXPLAIN CREATE gave no deploy row; is the mv engine's extension older than this package?") }}
+  {{ exceptions.raise_compiler_error("materialized_view: EXPLAIN CREATE gave no deploy row; is the mv engine's extension older than this adapter?") }}
 {%- endmacro %}
 
 
