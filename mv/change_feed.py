@@ -116,3 +116,13 @@ def read(run: Run) -> dict[str, DataFrame]:
             changes[source] = frame.withColumn(SIGN, F.when(
                 F.col("_change_type").isin("insert", "update_postimage"), 1).otherwise(-1)).cache()
     return changes
+
+
+def signs(frame: DataFrame) -> dict[int, int]:
+    """How many rows of a source's signed changes (`read`) count +1 and -1: one Spark job.
+
+    Example:
+        >>> signs(changes["bids"])
+        {1: 1000, -1: 20}
+    """
+    return {sign: n for sign, n in frame.groupBy(SIGN).count().collect()}

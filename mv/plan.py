@@ -93,10 +93,23 @@ def incremental_blockers(spark: SparkSession, info: QueryInfo, view_watermark: b
         return blockers
     if info.shape == "window":
         return _window_blockers(spark, info, view_watermark)
-    if len(info.source_tables) != 1:
-        return ["NOT_ONE_SOURCE"]
+    if keys_from_source(spark, info) or info.keys_by_change:
+        return []
+    missing = [step["reason"] for step in info.maintenance if step["reason"]]  # the planner's, e.g. OUTER_JOIN
+    if missing:
+        return list(dict.fromkeys(missing))
+    return ["NOT_ONE_SOURCE"] if len(set(info.source_tables)) != 1 else ["GROUP_KEYS_NOT_SOURCE_COLUMNS"]
+
+
+def keys_from_source(spark: SparkSession, info: QueryInfo) -> bool:
+    """Whether a GROUP BY without windows reads one source and groups by its own columns: then the
+    touched keys are read off the change feed's rows, and count, sum, min and max combine
+    (window_refresh.refresh_groups). Otherwise they come from the query over the change
+    (row_refresh.refresh_groups_by_change, when `info.keys_by_change`)."""
+    if len(set(info.source_tables)) != 1:
+        return False
     columns = {c.lower() for c in spark.table(info.source_tables[0]).columns}
-    return [] if all(k.lower() in columns for k in info.group_by) else ["GROUP_KEYS_NOT_SOURCE_COLUMNS"]
+    return all(k.lower() in columns for k in info.group_by)
 
 
 def _window_blockers(spark: SparkSession, info: QueryInfo, view_watermark: bool) -> list[str]:

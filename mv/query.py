@@ -72,6 +72,9 @@ class QueryInfo:
     # The planner's steps for a query of rows (mv/jvm/DeltaRules.scala): each operator, top first,
     # with its depth and its delta rule or the reason it has none; EXPLAIN lists them.
     maintenance: tuple[dict, ...] = ()
+    # A GROUP BY whose touched groups the change itself gives (the query over each changed source's
+    # rows outputs their keys): any keys, any inner joins below it (mv/row_refresh.py).
+    keys_by_change: bool = False
 
     def column_with_role(self, role: str) -> str | None:
         return next((c.name for c in self.output if c.window_role == role), None)
@@ -167,4 +170,5 @@ def describe(spark: SparkSession, query: str) -> QueryInfo:
     output = [Column(c["name"], c["type"], c.get("window_role"), c.get("aggregate")) for c in raw["output"]]
     return QueryInfo(raw["shape"], raw["sources"], windows, output, raw["group_by"], raw["reasons"],
                      raw.get("combinable", False), tuple(raw.get("temporary_views", ())),
-                     raw.get("views_fingerprint"), tuple(raw.get("maintenance") or ()))
+                     raw.get("views_fingerprint"), tuple(raw.get("maintenance") or ()),
+                     raw.get("keys_by_change", False))

@@ -35,7 +35,7 @@ from mv import internal_columns, open_windows, row_refresh, snapshots
 from mv import watermark, window_refresh, writes
 from mv.catalog import View
 from mv.history import pinned_targets
-from mv.plan import Plan, by_windows, plan
+from mv.plan import Plan, by_windows, keys_from_source, plan
 from mv.query import QueryInfo, describe, sql_string
 from mv.run import Outcome, Run, clock_closes, seen_at
 from mv.settings import session_settings
@@ -323,7 +323,8 @@ def _incremental(run: Run) -> tuple[RefreshState, Write]:
         run.cached += changes.values()  # the MERGE, run at commit, still reads them
         views = {source: run.temp_view(frame, f"changes_{i}") for i, (source, frame) in enumerate(changes.items())}
         first = window_refresh.touched(run, views) if windows and views else None
-        run.outcome.rows_read = first.rows_read if first else sum(frame.count() for frame in changes.values())
+        signs = {source: change_feed.signs(frame) for source, frame in changes.items()} if not first else {}
+        run.outcome.rows_read = first.rows_read if first else sum(sum(s.values()) for s in signs.values())
     except Exception as e:  # noqa: BLE001 - Delta reports a lost change feed in several ways
         change_feed.check_sources(run)  # a source created again has no change feed from where the view left off
         source = next((s for s, v in run.targets.items() if previous.sources.get(s, -1) < v), None)
@@ -346,7 +347,9 @@ def _incremental(run: Run) -> tuple[RefreshState, Write]:
     if not views:
         return state, writes.STATE_ONLY
     if run.info.shape == "rows":
-        return state, row_refresh.refresh_rows(run, changes)
+        return state, row_refresh.refresh_rows(run, changes, signs)
+    if run.info.shape == "aggregate" and not keys_from_source(run.spark, run.info):
+        return state, row_refresh.refresh_groups_by_change(run, changes, signs)
     if run.info.shape == "aggregate":
         return state, window_refresh.refresh_groups(run, next(iter(views.values())))
     if run.info.windows[0].kind == "SESSION" and len(run.info.windows) > 1:

@@ -13,7 +13,7 @@ rows appends them; otherwise the change is netted per distinct row, and each row
 from has its copies in the view replaced by the number left (writes.counted).
 
 Example:
-    >>> refresh_rows(run, {"bids": signed_changes})
+    >>> refresh_rows(run, {"bids": signed_changes}, {"bids": {1: 1000}})
     Write(mode='append', rows=DataFrame[...])          # new bids joined to their auctions
 """
 from __future__ import annotations
@@ -23,28 +23,45 @@ from functools import reduce
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from mv import writes
+from mv import change_feed, window_refresh, writes
 from mv.internal_columns import N, SIGN
 from mv.query import quote
 from mv.run import Run
 from mv.writes import Write
 
 
-def refresh_rows(run: Run, changes: dict[str, DataFrame]) -> Write:
-    """The write that brings the view from the previous refresh's sources to this one's."""
-    parts = _parts(run, changes)
+def refresh_rows(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, int]]) -> Write:
+    """The write that brings the view from the previous refresh's sources to this one's; `signs`:
+    each changed source's rows counted by sign (change_feed.signs)."""
+    parts = _parts(run, changes, signs)
     if not parts:
         return writes.STATE_ONLY
-    if all(sign > 0 for sign, _ in parts):  # only rows added: appended as they are, duplicates too
-        return writes.append(_union([run.spark.sql(query) for _, query in parts]))
-    signed = _union([run.spark.sql(f"SELECT *, {sign} AS {SIGN} FROM ({query}) q") for sign, query in parts])
+    if all(sign > 0 for sign, _, _ in parts):  # only rows added: appended as they are, duplicates too
+        return writes.append(_union([_frame(run, source, query) for _, source, query in parts]))
+    signed = _union([_frame(run, source, f"SELECT *, {sign} AS {SIGN} FROM ({query}) q") for sign, source, query in parts])
     columns = [quote(c) for c in run.columns]
     net = signed.groupBy(*columns).agg(F.sum(SIGN).alias(N)).where(F.col(N) != 0)
     return writes.counted(run, net)
 
 
-def _parts(run: Run, changes: dict[str, DataFrame]) -> list[tuple[int, str]]:
-    """(sign, query) for each non-empty side of each changed source's change: the view's query
+def refresh_groups_by_change(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, int]]) -> Write:
+    """A GROUP BY over inner joins, or by keys computed from source columns: the query over each
+    changed source's rows (the same terms as `refresh_rows`) outputs the keys of every group those
+    rows fall in; those groups are recomputed and merged (window_refresh.recompute_groups).
+
+    Example: bids JOIN auctions GROUP BY category, an auction recategorized from books to toys:
+    the term over the auctions' change outputs books and toys, both recomputed.
+    """
+    parts = _parts(run, changes, signs)
+    if not parts:
+        return writes.STATE_ONLY
+    keys = ", ".join(quote(k) for k in run.info.group_by)
+    touched = _union([_frame(run, source, f"SELECT {keys} FROM ({query}) q") for _, source, query in parts])
+    return window_refresh.recompute_groups(run, run.temp_view(touched.distinct(), "keys"))
+
+
+def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, int]]) -> list[tuple[int, str, str]]:
+    """(sign, source, query) for each non-empty side of each changed source's change: the view's query
     over those rows, the sources before it as of this refresh, those after it as of the last one."""
     sources = list(dict.fromkeys(run.info.source_tables))
     parts = []
@@ -54,12 +71,26 @@ def _parts(run: Run, changes: dict[str, DataFrame]) -> list[tuple[int, str]]:
         before = {s: run.source(s) for s in sources[:i]}
         after = {s: f"{s} VERSION AS OF {run.previous.sources[s]}" for s in sources[i + 1:]
                  if run.previous.sources.get(s, -1) != run.targets[s]}
-        counts = dict(changes[source].groupBy(SIGN).count().collect())
         for sign in (1, -1):
-            if counts.get(sign):
+            if signs[source].get(sign):
                 rows = run.temp_view(changes[source].where(F.col(SIGN) == sign), f"{'in' if sign > 0 else 'out'}_{i}")
-                parts.append((sign, run.query_over({**before, **after, source: rows}, changed=source)))
+                parts.append((sign, source, run.query_over({**before, **after, source: rows}, changed=source)))
     return parts
+
+
+def _frame(run: Run, source: str, query: str) -> DataFrame:
+    """`query` analysed. A source read as of the previous refresh's version (a term of another
+    changed source) may be past Delta's log cleanup, or lack a column added since: the change
+    cannot be computed then (change_feed's exceptions, which refresh.py turns into a full refresh
+    under AUTO)."""
+    try:
+        return run.spark.sql(query)
+    except Exception as e:  # noqa: BLE001 - Delta's and the substitution's errors come as several types
+        if change_feed.is_gone(e):
+            raise change_feed.ChangeFeedGone(source, run.previous.sources.get(source, -1) + 1) from None
+        if "has no column" in str(e) or change_feed.is_schema_change(e):
+            raise change_feed.SchemaChanged(source) from None
+        raise
 
 
 def _union(frames: list[DataFrame]) -> DataFrame:

@@ -1,6 +1,8 @@
-"""Views of rows: filters, projections, inner joins and UNION ALL kept by their changes.
+"""Views of rows: filters, projections, inner joins and UNION ALL kept by their changes, and
+GROUP BY over them whose touched groups the changes give.
 
 Given views without windows or GROUP BY whose every operator has a delta rule (mv/jvm/DeltaRules.scala),
+or a GROUP BY over such operators (inner joins below it, keys computed from source columns),
 when their sources get inserts, updates and deletes on every side (a fact and its dimension, two
 feeds of a union), then every REFRESH is incremental and the view is exactly its query recomputed
 (duplicates counted), a change that only adds rows appends them, and a view's change feed shows
@@ -16,16 +18,23 @@ from hypothesis import HealthCheck, given as examples, settings
 from hypothesis import strategies as st
 
 import mv
+from mv import progress, refresh
 from mv.errors import MvError
 
 VIEWS = {  # each view's query over {bids}, {auctions}, {asks}
-    "filtered": "SELECT id, auction, price * 2 AS doubled FROM {bids} WHERE price > 10",
-    "joined": """SELECT b.id, b.price, a.category FROM {bids} b JOIN {auctions} a ON b.auction = a.id
-                 WHERE a.category <> 'junk'""",
+    "joined": """SELECT b.id, b.price * 2 AS doubled, a.category FROM {bids} b JOIN {auctions} a
+                 ON b.auction = a.id WHERE a.category <> 'junk' AND b.price > 10""",
     "unioned": "SELECT auction, price FROM {bids} UNION ALL SELECT auction, price FROM {asks} WHERE price < 50",
     "duplicates": "SELECT auction, category FROM {bids} b JOIN {auctions} a ON b.auction = a.id",
+    "by_category": """SELECT a.category, count(*) AS n, sum(b.price) AS total, max(b.price) AS top
+                      FROM {bids} b JOIN {auctions} a ON b.auction = a.id GROUP BY a.category""",
+    "by_bucket": "SELECT price % 3 AS bucket, count(DISTINCT auction) AS auctions FROM {bids} GROUP BY price % 3",
 }
+SCENARIO = ("joined", "unioned", "by_category", "by_bucket")  # "duplicates": the tests below
 _ids = iter(range(10**6))
+# Where a refresh of rows can stop: after reading the changes, and after its one commit (it writes
+# no late rows and keeps no open windows).
+KILL_POINTS_OF_ROWS = ("changes_read", "committed")
 
 
 class Rows:
@@ -99,7 +108,7 @@ def test_filters_joins_and_unions_refresh_by_their_changes_and_equal_their_query
     tables.run("INSERT INTO {bids} VALUES (1, 1, 10), (2, 1, 20), (3, 2, 15), (7, 1, 12)")
     tables.run("INSERT INTO {auctions} VALUES (1, 'books'), (2, 'games'), (3, 'books')")
     tables.run("INSERT INTO {asks} VALUES (1, 1, 5), (2, 3, 70)")
-    views = {kind: tables.view(kind) for kind in VIEWS}
+    views = {kind: tables.view(kind) for kind in SCENARIO}
     for what, statements in ROUNDS:
         for statement in statements:
             tables.run(statement)
@@ -109,8 +118,8 @@ def test_filters_joins_and_unions_refresh_by_their_changes_and_equal_their_query
             assert outcome.reason in ("CHANGES_ONLY", "NO_CHANGES"), (what, kind)  # NO_CHANGES: its sources did not move
             tables.spark.sql(f"CREATE OR REPLACE TEMP VIEW rv_expected AS {tables.query(kind)}")
             assert bag(spark, view) == bag(spark, "rv_expected"), (what, kind)
-        if what == "new bids and auctions":  # only rows added: every view appended them
-            assert all(set(view_changes(spark, v)) == {"insert"} for v in views.values())
+        if what == "new bids and auctions":  # only rows added: every view of rows appended them
+            assert all(set(view_changes(spark, views[kind])) == {"insert"} for kind in ("joined", "unioned"))
 
 
 def test_a_change_that_leaves_a_row_as_it_was_does_not_touch_it(spark, tables):
@@ -128,6 +137,8 @@ def test_a_change_that_leaves_a_row_as_it_was_does_not_touch_it(spark, tables):
 @pytest.mark.parametrize("query, reason", [
     ("SELECT b.id, a.category FROM {bids} b LEFT JOIN {auctions} a ON b.auction = a.id", "OUTER_JOIN"),
     ("SELECT DISTINCT auction FROM {bids}", "DISTINCT"),
+    ("SELECT a.category, count(*) AS n FROM {bids} b JOIN {auctions} a ON b.auction = a.id "
+     "GROUP BY a.category HAVING count(*) > 1", "HAVING"),
     ("SELECT x.id, y.id AS other FROM {bids} x JOIN {bids} y ON x.auction = y.auction", "SELF_JOIN"),
 ])
 def test_an_operator_without_a_rule_refreshes_in_full_and_says_which(spark, tables, query, reason):
@@ -171,7 +182,7 @@ def test_random_changes_on_both_sides_keep_every_view_its_query(spark, rounds):
         tables.run("INSERT INTO {bids} VALUES (1, 1, 10), (2, 2, 20), (3, 1, 10)")
         tables.run("INSERT INTO {auctions} VALUES (1, 'a'), (2, 'b'), (2, 'b')")  # a duplicate dimension row
         tables.run("INSERT INTO {asks} VALUES (1, 3, 5)")
-        views = {kind: tables.view(kind) for kind in ("joined", "unioned", "duplicates")}
+        views = {kind: tables.view(kind) for kind in ("joined", "unioned", "duplicates", "by_category")}
         for steps in rounds:
             for statement, k, a, p in steps:
                 tables.run(statement.replace("{k}", str(k)).replace("{a}", str(a)).replace("{p}", str(p)))
@@ -181,3 +192,39 @@ def test_random_changes_on_both_sides_keep_every_view_its_query(spark, rounds):
                 assert bag(spark, view) == bag(spark, "rv_expected"), (kind, rounds)
     finally:
         tables.drop()
+
+
+def history(spark, view: str) -> list[tuple]:
+    return sorted(tuple(r) for r in spark.sql(
+        f"SELECT refresh_id, count(*) FROM mv_refresh_history WHERE view = '{view}' GROUP BY refresh_id").collect())
+
+
+@pytest.mark.slow
+def test_a_refresh_stopped_at_each_kill_point_then_run_again_applies_its_change_once(spark, tables):
+    tables.run("INSERT INTO {bids} VALUES (1, 1, 10), (2, 1, 20), (3, 2, 15)")
+    tables.run("INSERT INTO {auctions} VALUES (1, 'books'), (2, 'games')")
+    views = {kind: tables.view(kind) for kind in ("joined", "unioned")}
+    for n, step in enumerate(KILL_POINTS_OF_ROWS, start=1):
+        tables.run(f"INSERT INTO {{bids}} VALUES ({10 + n}, 2, {n}), ({20 + n}, 1, 30)")
+        tables.run(f"UPDATE {{auctions}} SET category = 'c{n}' WHERE id = {n % 2 + 1}")
+        tables.run(f"DELETE FROM {{bids}} WHERE id = {n}")
+        tables.run(f"INSERT INTO {{asks}} VALUES ({n}, 1, {n})")
+        for kind, view in views.items():
+            with pytest.raises(progress.Crash), progress.crashing_at(step):
+                refresh.refresh(spark, view)
+            assert refreshed(spark, view).technique == "incremental"
+            spark.sql(f"CREATE OR REPLACE TEMP VIEW rv_expected AS {tables.query(kind)}")
+            assert bag(spark, view) == bag(spark, "rv_expected"), (step, kind)
+            assert [count for _, count in history(spark, view)] == [1] * (n + 1), (step, kind)
+
+
+def test_a_dimension_dropped_and_created_again_refreshes_in_full(spark, tables):
+    tables.run("INSERT INTO {bids} VALUES (1, 1, 10), (2, 2, 20)")
+    tables.run("INSERT INTO {auctions} VALUES (1, 'books'), (2, 'games')")
+    view = tables.view("joined")
+    tables.run("DROP TABLE {auctions}")
+    tables.run("CREATE TABLE {auctions} (id INT, category STRING) USING delta")
+    tables.run("INSERT INTO {auctions} VALUES (2, 'toys')")
+    outcome = refreshed(spark, view)
+    assert (outcome.technique, outcome.reason) == ("full", "SOURCE_REPLACED")
+    assert bag(spark, view) == Counter({(2, 40, "toys"): 1})

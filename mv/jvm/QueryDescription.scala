@@ -76,6 +76,7 @@ object QueryDescription extends PredicateHelper {
       if (plan.exists(p => p.isInstanceOf[Window] || p.isInstanceOf[EsperTimeLengthBatch])) {
         reasons += "ROWS_DEPEND_ON_OTHER_ROWS"
       }
+      maintenance = groupsByChange(plan)
       "aggregate"
     } else if (windows.isEmpty) {
       // Rows: kept by the delta rules when every operator has one (DeltaRules.scala).
@@ -97,6 +98,7 @@ object QueryDescription extends PredicateHelper {
       "combinable" -> (kinds.nonEmpty && plan.output.forall(a => kinds.contains(a.exprId))),
       "reasons" -> reasons.toSeq,
       "maintenance" -> maintenance.map(_.toMap),
+      "keys_by_change" -> (shape == "aggregate" && maintenance.nonEmpty && DeltaRules.reasons(maintenance).isEmpty),
       "views_fingerprint" -> viewsFingerprint(plan).orNull)
   }
 
@@ -259,6 +261,27 @@ object QueryDescription extends PredicateHelper {
     reasons.toSeq
   }
 
+  /**
+   * The steps of a GROUP BY whose groups a change reaches are found from the change itself: the
+   * query run over each changed source's rows (DeltaRules' terms) outputs exactly the keys of the
+   * groups those rows fall in, whatever the keys are computed from and however many sources are
+   * joined below. That holds when every operator below the aggregate has a delta rule and no
+   * HAVING sits above it (it would drop keys by the change's partial aggregates: reason HAVING).
+   */
+  private def groupsByChange(plan: LogicalPlan): Seq[DeltaRules.Step] = {
+    def walk(p: LogicalPlan, depth: Int): Seq[DeltaRules.Step] = p match {
+      case a: Aggregate =>
+        DeltaRules.Step(depth, "Aggregate", Some("the groups the change reaches, combined or recomputed"), None) +:
+          DeltaRules.steps(a.child).filterNot(_.operator == "output").map(s => s.copy(depth = s.depth + depth + 1))
+      case f: Filter => DeltaRules.Step(depth, "Filter (HAVING)", None, Some("HAVING")) +: walk(f.child, depth + 1)
+      case _: Project | _: Sort | _: SubqueryAlias =>
+        DeltaRules.Step(depth, p.nodeName, Some("rows pass through"), None) +: walk(p.children.head, depth + 1)
+      case _ => Nil
+    }
+    val steps = walk(plan, 0)
+    if (steps.exists(_.operator == "Aggregate")) steps else Nil
+  }
+
   private def topAggregate(plan: LogicalPlan): Option[Aggregate] = plan match {
     case a: Aggregate => Some(a)
     case p @ (_: Project | _: Filter | _: Sort | _: SubqueryAlias) => topAggregate(p.children.head)
@@ -320,6 +343,11 @@ object QueryDescription extends PredicateHelper {
     })
     val keys = agg.groupingExpressions.map {
       case a: Attribute => names.get(a.exprId)
+      // GROUP BY price % 3 with SELECT price % 3 AS b: without windows only, whose paths read keys
+      // off the change feed's rows (with windows it stays no key, as before).
+      case computed if !plan.exists(_.isInstanceOf[WindowTableFunction]) => agg.aggregateExpressions.collectFirst {
+        case alias: Alias if alias.child.semanticEquals(computed) && names.contains(alias.exprId) => names(alias.exprId)
+      }
       case _ => None
     }
     if (keys.forall(_.isDefined)) Some(keys.flatten) else None

@@ -1,0 +1,211 @@
+"""A fact-dimension join view kept by its changes (mv/row_refresh.py), against a full refresh, a
+plain Delta append of the same rows and Structured Streaming's stream-static join.
+
+Bids (the fact, `rows` of them: auction, bidder, price, time) joined to 1,000 auctions (the
+dimension: category, seller), the bids of auctions outside category 7:
+    SELECT b.auction, b.bidder, b.price, b.ts, a.category, a.seller
+    FROM jb_bids b JOIN jb_auctions a ON b.auction = a.id WHERE a.category <> 7
+Cases, each a few rounds, medians; every round checks the view against its query:
+    small append    1,000 new bids: REFRESH / a plain Delta append of them      target <= 5
+    batch append    1% new bids: REFRESH / REFRESH FULL                         target <= 0.1
+                    and / Structured Streaming (availableNow, the same join into a Delta table)  <= 1.0
+    changes         0.5% of bids repriced, 0.5% deleted, 1% of auctions recategorized (both
+                    sides): REFRESH / REFRESH FULL                              target <= 0.5
+
+Example:
+    $ python -m bench.joins --rows 1000000 --rounds 3
+    $ python -m bench.joins --render          # rewrite RESULTS.md from results/joins.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench.refresh import BENCH_DIR, DATA_DIR, InvalidRun
+from bench.report import rewrite_section
+from bench.windows import RESULTS_MD, machine
+
+MV_HOME = DATA_DIR / "mv_home_joins"
+RESULTS_JSON = BENCH_DIR / "results" / "joins.json"
+AUCTIONS, SMALL = 1_000, 1_000
+QUERY = """SELECT b.auction, b.bidder, b.price, b.ts, a.category, a.seller
+FROM jb_bids b JOIN jb_auctions a ON b.auction = a.id WHERE a.category <> 7"""
+
+
+def bids(spark, count: int, first: int):
+    """`count` bids numbered from `first`: auctions cycle, one bid a second."""
+    return spark.range(first, first + count).selectExpr(
+        f"CAST(id * 7919 % {AUCTIONS} AS BIGINT) AS auction", "id % 5000 AS bidder", "id % 997 AS price",
+        "timestamp_seconds(1767225600 + id) AS ts")
+
+
+def prepare(spark, rows: int) -> None:
+    import mv
+
+    mv.sql(spark, "DROP MATERIALIZED VIEW IF EXISTS jb_view")
+    for table in ("jb_bids", "jb_auctions", "jb_plain", "jb_stream"):
+        spark.sql(f"DROP TABLE IF EXISTS {table}")
+    shutil.rmtree(MV_HOME / "jb_checkpoint", ignore_errors=True)
+    spark.sql("CREATE TABLE jb_bids (auction BIGINT, bidder BIGINT, price BIGINT, ts TIMESTAMP) USING delta "
+              "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+    spark.sql("CREATE TABLE jb_plain (auction BIGINT, bidder BIGINT, price BIGINT, ts TIMESTAMP) USING delta")
+    spark.sql("CREATE TABLE jb_auctions (id BIGINT, category INT, seller BIGINT) USING delta "
+              "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+    spark.range(AUCTIONS).selectExpr("id", "CAST(id % 10 AS INT) AS category", "id % 100 AS seller") \
+        .write.insertInto("jb_auctions")
+    bids(spark, rows, 0).write.insertInto("jb_bids")
+    mv.sql(spark, f"CREATE MATERIALIZED VIEW jb_view AS {QUERY}").collect()
+    stream(spark)  # its first batch: everything so far, untimed
+
+
+def stream(spark) -> float:
+    """Structured Streaming's run over the bids it has not seen, joined to the static auctions."""
+    started = time.perf_counter()
+    static = spark.table("jb_auctions").withColumnRenamed("id", "a_id")
+    b = spark.readStream.option("skipChangeCommits", "true").table("jb_bids")  # appends only, as compared
+    query = (b.join(static, b.auction == static.a_id).where("category <> 7")
+             .select("auction", "bidder", "price", "ts", "category", "seller")
+             .writeStream.format("delta").option("checkpointLocation", str(MV_HOME / "jb_checkpoint"))
+             .trigger(availableNow=True).toTable("jb_stream"))
+    query.awaitTermination()
+    return time.perf_counter() - started
+
+
+def refresh(spark, full: bool = False) -> tuple[float, str]:
+    import mv
+
+    started = time.perf_counter()
+    row = mv.sql(spark, "REFRESH MATERIALIZED VIEW jb_view" + (" FULL" if full else "")).first()
+    return time.perf_counter() - started, f"{row.technique} {row.reason}"
+
+
+def check(spark) -> None:
+    missing = spark.sql(QUERY).exceptAll(spark.table("jb_view")).count()
+    extra = spark.table("jb_view").exceptAll(spark.sql(QUERY)).count()
+    if missing or extra:
+        raise InvalidRun(f"jb_view differs from its query: {missing} rows missing, {extra} extra")
+
+
+def timed(action) -> float:
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def run(rows: int, rounds: int) -> dict:
+    import mv
+
+    os.environ.setdefault("MV_HOME", str(MV_HOME))
+    spark = mv.session()
+    prepare(spark, rows)
+    cases: dict[str, list[dict]] = {"small append": [], "batch append": [], "changes": []}
+    first = rows
+    for i in range(rounds):
+        append = timed(lambda: bids(spark, SMALL, first).write.insertInto("jb_plain"))
+        bids(spark, SMALL, first).write.insertInto("jb_bids")
+        first += SMALL
+        seconds, how = refresh(spark)
+        check(spark)
+        stream(spark)
+        cases["small append"].append({"refresh_s": seconds, "append_s": append, "technique": how})
+
+        batch = rows // 100
+        bids(spark, batch, first).write.insertInto("jb_bids")
+        first += batch
+        seconds, how = refresh(spark)
+        check(spark)
+        streaming = stream(spark)
+        full, _ = refresh(spark, full=True)
+        cases["batch append"].append({"refresh_s": seconds, "full_s": full, "streaming_s": streaming,
+                                      "technique": how})
+
+        spark.sql(f"UPDATE jb_bids SET price = price + 1 WHERE bidder % 200 = {i}")
+        spark.sql(f"DELETE FROM jb_bids WHERE bidder % 200 = {100 + i}")
+        spark.sql(f"UPDATE jb_auctions SET category = (category + 1) % 10 WHERE id % 100 = {i}")
+        seconds, how = refresh(spark)
+        check(spark)
+        full, _ = refresh(spark, full=True)
+        cases["changes"].append({"refresh_s": seconds, "full_s": full, "technique": how})
+        print(f"round {i + 1}: " + "; ".join(f"{k}: {v[-1]}" for k, v in cases.items()), flush=True)
+    return {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": machine(spark),
+            "rows": rows, "cases": cases, "summary": summary(cases)}
+
+
+def summary(cases: dict[str, list[dict]]) -> dict:
+    def median(case: str, pick) -> float:
+        return round(statistics.median(pick(r) for r in cases[case]), 3)
+
+    return {
+        "small_refresh_s": median("small append", lambda r: r["refresh_s"]),
+        "small_append_s": median("small append", lambda r: r["append_s"]),
+        "small_ratio": median("small append", lambda r: r["refresh_s"] / r["append_s"]),
+        "batch_refresh_s": median("batch append", lambda r: r["refresh_s"]),
+        "batch_full_s": median("batch append", lambda r: r["full_s"]),
+        "batch_ratio": median("batch append", lambda r: r["refresh_s"] / r["full_s"]),
+        "batch_streaming_s": median("batch append", lambda r: r["streaming_s"]),
+        "batch_streaming_ratio": median("batch append", lambda r: r["refresh_s"] / r["streaming_s"]),
+        "changes_refresh_s": median("changes", lambda r: r["refresh_s"]),
+        "changes_full_s": median("changes", lambda r: r["full_s"]),
+        "changes_ratio": median("changes", lambda r: r["refresh_s"] / r["full_s"]),
+        "techniques": sorted({r["technique"] for case in cases.values() for r in case}),
+    }
+
+
+def markdown_table(runs: list[dict]) -> str:
+    rows = [("1,000 new bids: REFRESH (s)", "small_refresh_s", "{:.2f}", ""),
+            ("the same rows appended to a plain Delta table (s)", "small_append_s", "{:.2f}", ""),
+            ("REFRESH / plain append", "small_ratio", "{:.1f}", "<= 5"),
+            ("1% new bids: REFRESH (s)", "batch_refresh_s", "{:.2f}", ""),
+            ("REFRESH FULL (s)", "batch_full_s", "{:.2f}", ""),
+            ("REFRESH / REFRESH FULL", "batch_ratio", "{:.2f}", "<= 0.1"),
+            ("Structured Streaming, stream-static join, availableNow (s)", "batch_streaming_s", "{:.2f}", ""),
+            ("REFRESH / Structured Streaming", "batch_streaming_ratio", "{:.2f}", "<= 1.0"),
+            ("0.5% bids repriced, 0.5% deleted, 1% auctions recategorized: REFRESH (s)", "changes_refresh_s",
+             "{:.2f}", ""),
+            ("REFRESH FULL (s)", "changes_full_s", "{:.2f}", ""),
+            ("REFRESH / REFRESH FULL", "changes_ratio", "{:.2f}", "<= 0.5")]
+    head = "| measure | " + " | ".join(f"{r['label']} ({r['rows']:,} bids)" for r in runs) + " | target |"
+    lines = [head, "| --- |" + " ---: |" * (len(runs) + 1)]
+    for title, key, form, target in rows:
+        lines.append(f"| {title} | " + " | ".join(form.format(r["summary"][key]) for r in runs) + f" | {target} |")
+    when = "; ".join(f"{r['label']}: {r['when']}, {len(r['cases']['changes'])} rounds, "
+                     f"{', '.join(r['summary']['techniques'])}" for r in runs)
+    return f"""`{QUERY.replace(chr(10), ' ')}` over 1,000 auctions (bench/joins.py). Medians
+over the rounds of each run ({when}; {runs[-1]['machine']['cores']} cores). Every round checks the view
+against its query.
+
+{chr(10).join(lines)}"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.joins", description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--label", default="current", help="the run's name; a run of the same name is replaced")
+    parser.add_argument("--render", action="store_true", help="only rewrite RESULTS.md from the JSON")
+    args = parser.parse_args(argv)
+    runs = json.loads(RESULTS_JSON.read_text())["runs"] if RESULTS_JSON.exists() else []
+    if not args.render:
+        try:
+            result = run(args.rows, args.rounds) | {"label": args.label}
+        except InvalidRun as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        runs = [r for r in runs if (r["label"], r["rows"]) != (args.label, args.rows)] + [result]
+        RESULTS_JSON.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS_JSON.write_text(json.dumps({"runs": runs}, indent=2) + "\n")
+    rewrite_section(RESULTS_MD, "joins", "A fact-dimension join view: incremental vs full vs Structured Streaming",
+                    markdown_table(runs))
+    print(markdown_table(runs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
