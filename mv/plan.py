@@ -63,6 +63,12 @@ def by_windows(info: QueryInfo) -> bool:
     return bool(info.windows) and info.shape != "aggregate" and info.windows[0].kind != "SESSION"
 
 
+def weighed(info: QueryInfo) -> bool:
+    """Whether AUTO weighs an incremental refresh of `info`'s query against a full one (mv/estimate.py):
+    windows by windows (window_refresh.weigh), rows and groups found by the change (row_refresh)."""
+    return by_windows(info) or info.shape == "rows" or info.keys_by_change
+
+
 def _session_blockers(info: QueryInfo, columns: dict[str, set[str]], view_watermark: bool) -> list[str]:
     """Sessions are kept from the view's own rows, so the view must hold every session and its keys,
     each under its source name (the extension marks the output columns that carry a key). Two

@@ -35,7 +35,7 @@ from mv import internal_columns, open_windows, row_refresh, snapshots
 from mv import watermark, window_refresh, writes
 from mv.catalog import View
 from mv.history import pinned_targets
-from mv.plan import Plan, by_windows, keys_from_source, plan
+from mv.plan import Plan, by_windows, keys_from_source, plan, weighed
 from mv.query import QueryInfo, describe, sql_string
 from mv.run import Outcome, Run, clock_closes, seen_at
 from mv.settings import session_settings
@@ -151,7 +151,7 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
     beside = [view.late_table] + ([view.open_table] if open_windows.applies(view, info) else [])
     wanted = [view.name, *info.source_tables, *beside]
     # The sources' change bytes since then (read from their logs), only where an estimate may use them.
-    weighs = by_windows(info) and (dry or view.definition.policy == "AUTO")
+    weighs = weighed(info) and (dry or view.definition.policy == "AUTO")
     after = previous.sources if previous and weighs else None
     tables = {**known, **delta_tables.lookup(spark, [t for t in wanted if t not in known], after)}
     view = replace(view, table_id=tables[view.name].id)
@@ -266,8 +266,8 @@ def _weighed_before_reading(spark: SparkSession, view: View, info: QueryInfo, si
     and kept (`<view>__late`), so such a view is weighed after reading it (window_refresh.weigh).
     EXPLAIN (`dry`) stops here when the refresh will not be incremental."""
     auto = view.definition.policy == "AUTO"
-    weighed = chosen.technique == "incremental" and by_windows(info) and not view.definition.watermark_column
-    upfront = estimate.before_reading(spark, view.name, sizes) if weighed and (dry or auto) else None
+    weighs = chosen.technique == "incremental" and weighed(info) and not view.definition.watermark_column
+    upfront = estimate.before_reading(spark, view.name, sizes) if weighs and (dry or auto) else None
     if upfront is not None and upfront.switches and auto:
         chosen = Plan("full", "FULL_CHEAPER")
     if dry and chosen.technique != "incremental":
@@ -335,7 +335,7 @@ def _incremental(run: Run) -> tuple[RefreshState, Write]:
         raise change_feed.ChangeFeedGone(source, previous.sources.get(source, -1) + 1) from None
     progress.checkpoint("changes_read")
     change_feed.check_sources(run)  # before anything is written
-    if run.dry and not windows:  # only windows are weighed; the other shapes may write late rows next
+    if run.dry and not weighed(run.info):  # the shapes not weighed may write late rows next
         raise estimate.Estimated(None)
     progress.phase(run.view.name, "recomputing")
     state = replace(previous, refresh_id=run.outcome.refresh_id, sources=dict(run.targets))

@@ -18,12 +18,14 @@ Example:
 """
 from __future__ import annotations
 
+import time
+from dataclasses import replace
 from functools import reduce
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from mv import change_feed, window_refresh, writes
+from mv import change_feed, estimate, window_refresh, writes
 from mv.internal_columns import N, SIGN
 from mv.query import quote
 from mv.run import Run
@@ -34,9 +36,11 @@ def refresh_rows(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[
     """The write that brings the view from the previous refresh's sources to this one's; `signs`:
     each changed source's rows counted by sign (change_feed.signs)."""
     parts = _parts(run, changes, signs)
+    retracts = any(sign < 0 for sign, _, _ in parts)
+    _weigh(run, parts, reads_view=retracts)
     if not parts:
         return writes.STATE_ONLY
-    if all(sign > 0 for sign, _, _ in parts):  # only rows added: appended as they are, duplicates too
+    if not retracts:  # only rows added: appended as they are, duplicates too
         return writes.append(_union([_frame(run, source, query) for _, source, query in parts]))
     signed = _union([_frame(run, source, f"SELECT *, {sign} AS {SIGN} FROM ({query}) q") for sign, source, query in parts])
     columns = [quote(c) for c in run.columns]
@@ -53,6 +57,7 @@ def refresh_groups_by_change(run: Run, changes: dict[str, DataFrame], signs: dic
     the term over the auctions' change outputs books and toys, both recomputed.
     """
     parts = _parts(run, changes, signs)
+    _weigh(run, parts, reads_view=True)
     if not parts:
         return writes.STATE_ONLY
     keys = ", ".join(quote(k) for k in run.info.group_by)
@@ -76,6 +81,34 @@ def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, i
                 rows = run.temp_view(changes[source].where(F.col(SIGN) == sign), f"{'in' if sign > 0 else 'out'}_{i}")
                 parts.append((sign, source, run.query_over({**before, **after, source: rows}, changed=source)))
     return parts
+
+
+def _weigh(run: Run, parts: list[tuple[int, str, str]], reads_view: bool) -> None:
+    """REFRESH POLICY AUTO's estimate (mv/estimate.py) of the rest of this refresh: the terms read
+    every source but the changed one in full (a dimension's change joins the whole fact table), and
+    a change that takes copies away, or regroups, reads the view to find them (`reads_view`) and
+    merges into it. Raises estimate.FullCheaper when a full refresh costs less (AUTO), and
+    estimate.Estimated when asked only for the estimate (EXPLAIN). A change under SMALL_CHANGE of
+    the sources' bytes goes unweighed only for a view of one source: a small change of another
+    source is joined with all of the first."""
+    several = len(set(run.info.source_tables)) > 1
+    if not run.dry and (run.view.definition.policy != "AUTO" or (run.sizes.small_change and not several)):
+        return
+    if not parts:  # the change has no rows (e.g. OPTIMIZE): nothing to weigh
+        if run.dry:
+            raise estimate.Estimated(None)
+        return
+    terms = " UNION ALL ".join(f"SELECT * FROM ({query}) q{i}" for i, (_, _, query) in enumerate(parts))
+    view = f"SELECT * FROM {run.view.name}"
+    source = f"SELECT 1 FROM ({terms}) t UNION ALL SELECT 1 FROM ({view}) v" if reads_view else terms
+    found = estimate.planned(run.spark, run.view.name, run.query, (source, view if reads_view else None),
+                             run.sizes, spent=time.time() - run.outcome.started_at)
+    found = replace(found, small_change=found.small_change and not several)
+    run.outcome.work_bytes = found.incremental_bytes + (run.sizes.change or 0)
+    if run.dry:
+        raise estimate.Estimated(found)
+    if found.switches:
+        raise estimate.FullCheaper(found)
 
 
 def _frame(run: Run, source: str, query: str) -> DataFrame:

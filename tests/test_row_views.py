@@ -54,7 +54,9 @@ class Rows:
     def query(self, view: str) -> str:
         return VIEWS[view].format(**self.names)
 
-    def view(self, kind: str, clauses: str = "", query: str | None = None) -> str:
+    def view(self, kind: str, clauses: str = "REFRESH POLICY INCREMENTAL", query: str | None = None) -> str:
+        """A view of VIEWS[kind] (or `query`); INCREMENTAL by default, so AUTO's estimate never
+        turns a small table's refresh into a full one (test_auto_... weighs it)."""
         name = f"rv_{kind}_{next(_ids)}"
         self.views.append(name)
         mv.sql(self.spark, f"CREATE MATERIALIZED VIEW {name} {clauses} AS {query or self.query(kind)}")
@@ -145,7 +147,7 @@ def test_an_operator_without_a_rule_refreshes_in_full_and_says_which(spark, tabl
     tables.run("INSERT INTO {bids} VALUES (1, 1, 10)")
     tables.run("INSERT INTO {auctions} VALUES (1, 'books')")
     text = query.format(**tables.names)
-    view = tables.view("other", query=text)
+    view = tables.view("other", "", query=text)
     tables.run("INSERT INTO {bids} VALUES (2, 1, 20)")
     outcome = refreshed(spark, view)
     assert (outcome.technique, reason in outcome.reason) == ("full", True)
@@ -221,10 +223,25 @@ def test_a_refresh_stopped_at_each_kill_point_then_run_again_applies_its_change_
 def test_a_dimension_dropped_and_created_again_refreshes_in_full(spark, tables):
     tables.run("INSERT INTO {bids} VALUES (1, 1, 10), (2, 2, 20)")
     tables.run("INSERT INTO {auctions} VALUES (1, 'books'), (2, 'games')")
-    view = tables.view("joined")
+    view = tables.view("joined", "")
     tables.run("DROP TABLE {auctions}")
     tables.run("CREATE TABLE {auctions} (id INT, category STRING) USING delta")
     tables.run("INSERT INTO {auctions} VALUES (2, 'toys')")
     outcome = refreshed(spark, view)
     assert (outcome.technique, outcome.reason) == ("full", "SOURCE_REPLACED")
     assert bag(spark, view) == Counter({(2, 40, "toys"): 1})
+
+
+def test_auto_weighs_a_join_view_and_refreshes_a_dimension_change_in_full_when_that_costs_less(spark, tables):
+    tables.run("INSERT INTO {bids} VALUES " + ", ".join(f"({i}, {i % 3}, {i})" for i in range(200)))
+    tables.run("INSERT INTO {auctions} VALUES (0, 'books'), (1, 'games'), (2, 'toys')")
+    view = tables.view("joined", "")  # AUTO
+    tables.run("INSERT INTO {bids} VALUES (1000, 1, 50)")  # the fact grows: its term reads the auctions only
+    assert refreshed(spark, view).technique == "incremental"
+    tables.run("UPDATE {auctions} SET category = 'junk' WHERE id = 1")  # its term joins every bid
+    explained = dict(mv.sql(spark, f"EXPLAIN MATERIALIZED VIEW {view}").collect())
+    assert "full is cheaper" in explained["estimate"], explained
+    outcome = refreshed(spark, view)
+    assert (outcome.technique, outcome.reason) == ("full", "FULL_CHEAPER")
+    spark.sql(f"CREATE OR REPLACE TEMP VIEW rv_expected AS {tables.query('joined')}")
+    assert bag(spark, view) == bag(spark, "rv_expected")
