@@ -84,6 +84,7 @@ def merged_locally(spark, statement) -> bool:
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_the_driver_merges_what_the_distributed_merge_merges(spark, distributed, twins):
     for change in CHANGES:
         spark.sql(change.format(s=SOURCE))

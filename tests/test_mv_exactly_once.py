@@ -40,7 +40,8 @@ def assert_exactly_once(result: dict, batches: int, step: str) -> None:
     assert result["late_rows"] >= batches, "every batch's far-too-late row is in __late once"
 
 
-@pytest.mark.parametrize("kind", list(crash_job.WINDOWS))
+@pytest.mark.parametrize("kind", [pytest.param(k, marks=pytest.mark.slow) if k == "session" else k
+                                  for k in crash_job.WINDOWS])  # session: make test-slow (a minute)
 def test_refresh_stopped_at_every_step_then_rerun_is_exactly_once(spark, kind):
     crash_job.setup(spark, kind)
     try:

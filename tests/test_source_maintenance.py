@@ -150,6 +150,7 @@ MAINTENANCE = {
 }
 
 
+@pytest.mark.slow
 @settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
 @given(steps=st.lists(st.sampled_from(sorted(MAINTENANCE)), min_size=2, max_size=3))
 def test_random_source_maintenance_between_refreshes_keeps_the_view_equal_to_its_query(spark, steps):
