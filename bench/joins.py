@@ -187,9 +187,9 @@ def markdown_table(runs: list[dict]) -> str:
     when = "; ".join(f"{r['label']}: {r['when']}, {len(r['cases']['changes'])} rounds, "
                      f"{', '.join(r['summary']['techniques'])}" for r in runs)
     return f"""`{QUERY.replace(chr(10), ' ')}` over 1,000 auctions (bench/joins.py). The full refresh
-is a twin view's under REFRESH POLICY FULL (rows overwritten, as AUTO's FULL_CHEAPER does); run
-"current" compared with REFRESH ... FULL instead, a repair that compares every row and cost about
-three times as much. Medians
+is a twin view's under REFRESH POLICY FULL (rows overwritten, as AUTO's FULL_CHEAPER does); the
+run "first" compared with REFRESH ... FULL instead, a repair that compares every row with the
+view's and cost 4-5 times as much, so its full-refresh rows are that repair's. Medians
 over the rounds of each run ({when}; {runs[-1]['machine']['cores']} cores). Every round checks the view
 against its query.
 
