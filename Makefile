@@ -30,7 +30,8 @@ test: setup
 	$(PY) -m pytest -m "not slow" -n 2 --dist worksteal --durations=25
 
 # The tests marked `slow`: processes killed at random moments, the Nexmark benchmark's contenders,
-# a local cluster (about 5 minutes; CI runs them after make test).
+# a local cluster, dbt through a Thrift server, the longer scenario variants (about 22 minutes; CI
+# runs them after make test).
 test-slow: setup
 	$(PY) -m pytest -m slow --durations=5
 
