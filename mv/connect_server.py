@@ -12,16 +12,12 @@ Example:
 """
 from __future__ import annotations
 
-import argparse
 import os
-import signal
-import socket
 import sys
-import threading
-import time
 
 from pyspark.sql import SparkSession
 
+from mv.server_process import local, serve, wait_for_port
 from mv.session import session
 
 CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
@@ -42,54 +38,13 @@ def start(port: int = DEFAULT_PORT, host: str = "localhost", conf: dict[str, str
     settings = {"spark.plugins": CONNECT_PLUGIN, "spark.connect.grpc.binding.port": str(port),
                 "spark.connect.grpc.binding.address": host, **NO_JVM_TRACES, **(conf or {})}
     spark = session(conf=settings)
-    _wait_for_port(_local(host), port)
+    wait_for_port(local(host), port)
     return spark
 
 
-def _local(host: str) -> str:
-    return "localhost" if host in ("0.0.0.0", "::") else host
-
-
-def _wait_for_port(host: str, port: int, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            with socket.create_connection((host, port), timeout=1):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the Spark Connect server did not listen on {host}:{port} "
-                                   f"within {timeout_s:.0f} s") from None
-            time.sleep(0.2)
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on now (for tests and a second server)."""
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mv.connect_server", description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
-                        help=f"port to listen on (default {DEFAULT_PORT}; 0: a free one)")
-    parser.add_argument("--host", default="localhost", help="address to bind (default localhost; 0.0.0.0 for all)")
-    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="another Spark setting")
-    args = parser.parse_args(argv)
-    conf = dict(item.split("=", 1) for item in args.conf)
-    port = args.port or free_port()
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    spark = start(port, args.host, conf)
-    print(f"sc://{_local(args.host)}:{port}", flush=True)
-    try:
-        while not stop.wait(1):
-            pass
-    finally:
-        spark.stop()
-    return 0
+    return serve(argv, "python -m mv.connect_server", __doc__, DEFAULT_PORT, start,
+                 lambda host, port: f"sc://{host}:{port}")
 
 
 if __name__ == "__main__":

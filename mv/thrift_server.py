@@ -18,16 +18,13 @@ Example:
 """
 from __future__ import annotations
 
-import argparse
 import os
-import signal
 import sys
-import threading
 
 from pyspark.sql import SparkSession
 
 from mv import jars
-from mv.connect_server import _local, _wait_for_port, free_port
+from mv.server_process import local, serve, wait_for_port
 from mv.session import session
 
 DEFAULT_PORT = 10000
@@ -48,30 +45,12 @@ def start(port: int = DEFAULT_PORT, host: str = "localhost", conf: dict[str, str
     spark = session(conf=settings)
     spark._jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(
         spark._jsparkSession.sqlContext())
-    _wait_for_port(_local(host), port)
+    wait_for_port(local(host), port)
     return spark
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mv.thrift_server", description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
-                        help=f"port to listen on (default {DEFAULT_PORT}; 0: a free one)")
-    parser.add_argument("--host", default="localhost", help="address to bind (default localhost; 0.0.0.0 for all)")
-    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="another Spark setting")
-    args = parser.parse_args(argv)
-    conf = dict(item.split("=", 1) for item in args.conf)
-    port = args.port or free_port()
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    spark = start(port, args.host, conf)
-    print(f"{_local(args.host)}:{port}", flush=True)
-    try:
-        while not stop.wait(1):
-            pass
-    finally:
-        spark.stop()
-    return 0
+    return serve(argv, "python -m mv.thrift_server", __doc__, DEFAULT_PORT, start, lambda host, port: f"{host}:{port}")
 
 
 if __name__ == "__main__":

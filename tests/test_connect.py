@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import mv
-from mv.connect_server import free_port
+from mv.server_process import free_port
 from tests import statement_suite
 
 START_TIMEOUT_S = 180

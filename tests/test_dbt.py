@@ -22,7 +22,7 @@ import pytest
 dbt_main = pytest.importorskip("dbt.cli.main", reason="dbt is an optional extra: pip install -e '.[dbt]'")
 
 from conftest import TINY_DATA  # noqa: E402
-from mv.connect_server import free_port  # noqa: E402
+from mv.server_process import free_port  # noqa: E402
 
 PROJECT = Path(__file__).parent / "fixtures" / "dbt_project"
 SCHEMA = "dbt_mv"
