@@ -27,7 +27,7 @@ demo: setup
 	$(PY) -m mv.demo
 
 test: setup
-	$(PY) -m pytest -m "not slow" -n 2 --dist worksteal --durations=25
+	$(PY) -m pytest -m "not slow" -n 2 --dist loadfile --durations=25
 
 # The tests marked `slow`: processes killed at random moments, the Nexmark benchmark's contenders,
 # a local cluster, dbt through a Thrift server, the longer scenario variants (about 22 minutes; CI

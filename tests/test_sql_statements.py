@@ -49,6 +49,7 @@ def guarded(spark):
         assert spark.sql("REFRESH MATERIALIZED VIEW ro_view").first().late_rows == 1
     yield "ro_view"
     spark.sql("DROP MATERIALIZED VIEW IF EXISTS ro_view")
+    spark.sql("DROP TABLE IF EXISTS ro_bids")
 
 
 def _frame(spark, table):
