@@ -57,11 +57,7 @@ def load(spark: SparkSession, name: str) -> View | None:
     Its definition and its id come from the Delta table's metadata, as the extension reads it from
     Delta's log (mv_delta_tables, one query): no redaction, no state reconstruction."""
     name = TableName.parse(name)
-    return view_of(name, delta_tables.lookup(spark, [name])[name])
-
-
-def view_of(name: TableName, table: delta_tables.Table) -> View | None:
-    """The view `name` whose Delta table `table` is (delta_tables.lookup's), or None if it is none."""
+    table = delta_tables.lookup(spark, [name])[name]
     raw = table.properties.get(DEFINITION_PROPERTY) if table.exists and table.version >= 0 else None
     if raw is None:
         return None

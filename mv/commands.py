@@ -116,11 +116,13 @@ def _settled_view(spark: SparkSession, name: str) -> View | None:
     """The view `name` (catalog.load), after waiting out a CREATE in another thread or session that
     has put its table in the catalog but not yet committed its first version: until then the
     table looks like a plain one (MV_NAME_TAKEN), which it is not."""
-    deadline, parsed = time.monotonic() + CREATE_RACE_S, TableName.parse(name)
+    deadline = time.monotonic() + CREATE_RACE_S
     while True:
-        table = delta_tables.lookup(spark, [parsed])[parsed]
-        if not (table.exists and table.version < 0) or time.monotonic() > deadline:
-            return catalog.view_of(parsed, table)
+        view = catalog.load(spark, name)
+        parsed = TableName.parse(name)
+        table = delta_tables.lookup(spark, [parsed])[parsed] if view is None else None
+        if view is not None or not (table.exists and table.version < 0) or time.monotonic() > deadline:
+            return view
         time.sleep(0.1)
 
 
