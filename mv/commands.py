@@ -9,7 +9,6 @@ Example:
 """
 from __future__ import annotations
 
-import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -107,28 +106,9 @@ def _validate(spark: SparkSession, statement: Create) -> QueryInfo:
     return info
 
 
-# How long CREATE waits for another CREATE of the same name whose table is in the catalog but not
-# yet committed (it has no Delta version), before telling which it is.
-CREATE_RACE_S = 10.0
-
-
-def _settled_view(spark: SparkSession, name: str) -> View | None:
-    """The view `name` (catalog.load), after waiting out a CREATE in another thread or session that
-    has put its table in the catalog but not yet committed its first version: until then the
-    table looks like a plain one (MV_NAME_TAKEN), which it is not."""
-    deadline = time.monotonic() + CREATE_RACE_S
-    while True:
-        view = catalog.load(spark, name)
-        parsed = TableName.parse(name)
-        table = delta_tables.lookup(spark, [parsed])[parsed] if view is None else None
-        if view is not None or not (table.exists and table.version < 0) or time.monotonic() > deadline:
-            return view
-        time.sleep(0.1)
-
-
 def create(spark: SparkSession, statement: Create) -> tuple:
     d = statement.definition
-    existing = _settled_view(spark, d.name)
+    existing = catalog.load(spark, d.name)
     if existing is None and spark.catalog.tableExists(d.name):
         raise errors.table_exists(d.name)
     if existing is not None and statement.if_not_exists:
@@ -169,7 +149,7 @@ def _made(spark: SparkSession, statement: Create, info: QueryInfo) -> tuple:
 def _lost_create(spark: SparkSession, name: str) -> errors.MvError:
     """The error of a CREATE whose table another CREATE made first: that one's view exists, or a
     table that is none, or (its CREATE failed too) nothing, and running this one again creates it."""
-    if _settled_view(spark, name) is not None:
+    if catalog.load(spark, name) is not None:
         return errors.view_exists(name)
     return errors.table_exists(name) if spark.catalog.tableExists(name) else errors.concurrent_refresh(name)
 
