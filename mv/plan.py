@@ -60,7 +60,8 @@ def plan(spark: SparkSession, view: View, info: QueryInfo, previous: RefreshStat
 def by_windows(info: QueryInfo) -> bool:
     """Whether an incremental refresh of `info`'s query works window by window (mv/window_refresh.py,
     weighed by mv/estimate.py): windows other than sessions, grouped by their window or not."""
-    return bool(info.windows) and info.shape != "aggregate" and info.windows[0].kind != "SESSION"
+    return (bool(info.windows) and info.shape != "aggregate" and info.windows[0].kind != "SESSION"
+            and not info.keys_by_change)
 
 
 def weighed(info: QueryInfo) -> bool:
@@ -99,7 +100,7 @@ def incremental_blockers(spark: SparkSession, info: QueryInfo, view_watermark: b
         return blockers
     if info.shape == "window":
         return _window_blockers(spark, info, view_watermark)
-    if keys_from_source(spark, info) or info.keys_by_change:
+    if info.keys_from_source or info.keys_by_change:
         return []
     missing = [step["reason"] for step in info.maintenance if step["reason"]]  # the planner's, e.g. OUTER_JOIN
     if missing:
@@ -107,21 +108,14 @@ def incremental_blockers(spark: SparkSession, info: QueryInfo, view_watermark: b
     return ["NOT_ONE_SOURCE"] if len(set(info.source_tables)) != 1 else ["GROUP_KEYS_NOT_SOURCE_COLUMNS"]
 
 
-def keys_from_source(spark: SparkSession, info: QueryInfo) -> bool:
-    """Whether a GROUP BY without windows reads one source and groups by its own columns: then the
-    touched keys are read off the change feed's rows, and count, sum, min and max combine
-    (window_refresh.refresh_groups). Otherwise they come from the query over the change
-    (row_refresh.refresh_groups_by_change, when `info.keys_by_change`)."""
-    if len(set(info.source_tables)) != 1:
-        return False
-    columns = {c.lower() for c in spark.table(info.source_tables[0]).columns}
-    return all(k.lower() in columns for k in info.group_by)
-
-
 def _window_blockers(spark: SparkSession, info: QueryInfo, view_watermark: bool) -> list[str]:
     """Every window function must read one Delta source whose own column is its time column; joined
-    windows must be the same windows; sessions need their keys in the view."""
+    windows must be the same windows; sessions need their keys in the view. Windows over joins or
+    unions, grouped, are kept by their groups (`keys_by_change`), without a WATERMARK: late rows and
+    EMIT ON WINDOW CLOSE are kept window by window, for one source."""
     windows = info.windows
+    if info.keys_by_change:  # windows over joins or unions, their groups found by the change
+        return ["WATERMARK_ON_JOINED_WINDOWS"] if view_watermark else []
     if any(w.kind not in INCREMENTAL_KINDS for w in windows):
         return ["WINDOW_DEPENDS_ON_OTHER_ROWS"]  # eKuiper's SESSIONWINDOW: cut at ticks over the whole input
     if any(len(w.sources) != 1 for w in windows):

@@ -75,6 +75,9 @@ class QueryInfo:
     # A GROUP BY whose touched groups the change itself gives (the query over each changed source's
     # rows outputs their keys): any keys, any inner joins below it (mv/row_refresh.py).
     keys_by_change: bool = False
+    # A GROUP BY over one source, row by row, by its own columns: the touched groups are the change
+    # feed rows' keys (mv/window_refresh.py's refresh_groups, which may combine them).
+    keys_from_source: bool = False
 
     def column_with_role(self, role: str) -> str | None:
         return next((c.name for c in self.output if c.window_role == role), None)
@@ -171,4 +174,4 @@ def describe(spark: SparkSession, query: str) -> QueryInfo:
     return QueryInfo(raw["shape"], raw["sources"], windows, output, raw["group_by"], raw["reasons"],
                      raw.get("combinable", False), tuple(raw.get("temporary_views", ())),
                      raw.get("views_fingerprint"), tuple(raw.get("maintenance") or ()),
-                     raw.get("keys_by_change", False))
+                     raw.get("keys_by_change", False), raw.get("keys_from_source", False))

@@ -35,7 +35,7 @@ from mv import internal_columns, open_windows, row_refresh, snapshots
 from mv import watermark, window_refresh, writes
 from mv.catalog import View
 from mv.history import pinned_targets
-from mv.plan import Plan, by_windows, keys_from_source, plan, weighed
+from mv.plan import Plan, by_windows, plan, weighed
 from mv.query import QueryInfo, describe, sql_string
 from mv.run import Outcome, Run, clock_closes, seen_at
 from mv.settings import session_settings
@@ -348,7 +348,7 @@ def _incremental(run: Run) -> tuple[RefreshState, Write]:
         return state, writes.STATE_ONLY
     if run.info.shape == "rows":
         return state, row_refresh.refresh_rows(run, changes, signs)
-    if run.info.shape == "aggregate" and not keys_from_source(run.spark, run.info):
+    if run.info.keys_by_change and not run.info.keys_from_source:
         return state, row_refresh.refresh_groups_by_change(run, changes, signs)
     if run.info.shape == "aggregate":
         return state, window_refresh.refresh_groups(run, next(iter(views.values())))

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from mv import change_feed, estimate, window_refresh, writes
 from mv.internal_columns import N, SIGN
-from mv.query import quote
+from mv.query import micros_sql, quote
 from mv.run import Run
 from mv.writes import Write
 
@@ -49,25 +49,36 @@ def refresh_rows(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[
 
 
 def refresh_groups_by_change(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, int]]) -> Write:
-    """A GROUP BY over inner joins, or by keys computed from source columns: the query over each
-    changed source's rows (the same terms as `refresh_rows`) outputs the keys of every group those
-    rows fall in; those groups are recomputed and merged (window_refresh.recompute_groups).
+    """A GROUP BY (or DISTINCT) over joins, other aggregates, or by keys computed from source
+    columns, windowed or not: the query over each changed source's rows (the terms of
+    `refresh_rows`, rewritten by mv_substitute_keys) outputs the keys of every group those rows
+    fall in; those groups are recomputed and merged (window_refresh.recompute_groups), windows
+    only within the touched windows' time ranges, which Spark pushes to the time column.
 
     Example: bids JOIN auctions GROUP BY category, an auction recategorized from books to toys:
     the term over the auctions' change outputs books and toys, both recomputed.
     """
-    parts = _parts(run, changes, signs)
+    parts = _parts(run, changes, signs, keys=True)
     _weigh(run, parts, reads_view=True)
     if not parts:
         return writes.STATE_ONLY
     keys = ", ".join(quote(k) for k in run.info.group_by)
-    touched = _union([_frame(run, source, f"SELECT {keys} FROM ({query}) q") for _, source, query in parts])
-    return window_refresh.recompute_groups(run, run.temp_view(touched.distinct(), "keys"))
+    touched = _union([_frame(run, source, f"SELECT {keys} FROM ({query}) q") for _, source, query in parts]).distinct()
+    if not run.info.windows:
+        return window_refresh.recompute_groups(run, run.temp_view(touched, "keys"))
+    touched = touched.cache()  # read twice: for the windows' time ranges, then by the semi-join
+    run.cached.append(touched)
+    name, t = run.temp_view(touched, "keys"), run.time_type
+    start, end = (micros_sql(quote(c), t) for c in (run.info.window_start, run.info.window_end))
+    windows = [tuple(r) for r in run.spark.sql(f"SELECT DISTINCT {start}, {end} FROM {name}").collect()]
+    return window_refresh.recompute_groups(run, name, window_refresh.window_ranges(run, windows, "v."))
 
 
-def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, int]]) -> list[tuple[int, str, str]]:
+def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, int]],
+           keys: bool = False) -> list[tuple[int, str, str]]:
     """(sign, source, query) for each non-empty side of each changed source's change: the view's query
-    over those rows, the sources before it as of this refresh, those after it as of the last one."""
+    over those rows, the sources before it as of this refresh, those after it as of the last one.
+    With `keys`, the rows those rows reach instead (mv_substitute_keys: outer joins, HAVING)."""
     sources = list(dict.fromkeys(run.info.source_tables))
     parts = []
     for i, source in enumerate(sources):
@@ -79,7 +90,7 @@ def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, i
         for sign in (1, -1):
             if signs[source].get(sign):
                 rows = run.temp_view(changes[source].where(F.col(SIGN) == sign), f"{'in' if sign > 0 else 'out'}_{i}")
-                parts.append((sign, source, run.query_over({**before, **after, source: rows}, changed=source)))
+                parts.append((sign, source, run.query_over({**before, **after, source: rows}, changed=source, keys=keys)))
     return parts
 
 

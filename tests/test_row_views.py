@@ -6,8 +6,10 @@ or a GROUP BY over such operators (inner joins below it, keys computed from sour
 when their sources get inserts, updates and deletes on every side (a fact and its dimension, two
 feeds of a union), then every REFRESH is incremental and the view is exactly its query recomputed
 (duplicates counted), a change that only adds rows appends them, and a view's change feed shows
-net changes. Operators without a rule (outer joins, DISTINCT, a self-join) refresh in full with
-their reason, EXPLAIN says so operator by operator, and INCREMENTAL STRICT refuses them.
+net changes. A GROUP BY or DISTINCT over outer, semi and anti joins, with HAVING, or over another
+aggregate recomputes the groups the change reaches. Operators without a rule (an outer join or
+DISTINCT under rows, OVER, a self-join) refresh in full with their reason, EXPLAIN says so
+operator by operator, and INCREMENTAL STRICT refuses them.
 """
 from __future__ import annotations
 
@@ -30,6 +32,21 @@ VIEWS = {  # each view's query over {bids}, {auctions}, {asks}
                       FROM {bids} b JOIN {auctions} a ON b.auction = a.id GROUP BY a.category""",
     "by_bucket": "SELECT price % 3 AS bucket, count(DISTINCT auction) AS auctions FROM {bids} GROUP BY price % 3",
 }
+GROUPED = {  # GROUP BY and DISTINCT over outer, semi and anti joins, HAVING, an aggregate over an aggregate
+    "listed": """SELECT a.id, a.category, count(b.id) AS bids, max(b.price) AS top
+                 FROM {auctions} a LEFT JOIN {bids} b ON b.auction = a.id GROUP BY a.id, a.category""",
+    "padded": """SELECT a.category, count(*) AS n, sum(b.price) AS total
+                 FROM {bids} b LEFT JOIN {auctions} a ON b.auction = a.id GROUP BY a.category""",
+    "either": """SELECT coalesce(a.id, b.auction) AS auction, count(b.id) AS bids, count(a.id) AS listed
+                 FROM {bids} b FULL JOIN {auctions} a ON b.auction = a.id GROUP BY coalesce(a.id, b.auction)""",
+    "unsold": "SELECT a.category, count(*) AS n FROM {auctions} a LEFT ANTI JOIN {bids} b ON b.auction = a.id GROUP BY a.category",
+    "distinct": "SELECT DISTINCT a.category, b.price > 15 AS high FROM {bids} b JOIN {auctions} a ON b.auction = a.id",
+    "having": """SELECT a.category, count(*) AS n FROM {bids} b JOIN {auctions} a ON b.auction = a.id
+                 GROUP BY a.category HAVING count(*) > 1""",
+    "nested": """SELECT category, avg(top) AS average_top, count(*) AS n FROM (SELECT a.id, a.category, max(b.price) AS top
+                 FROM {auctions} a JOIN {bids} b ON b.auction = a.id GROUP BY a.id, a.category) GROUP BY category""",
+}
+VIEWS.update(GROUPED)
 SCENARIO = ("joined", "unioned", "by_category", "by_bucket")  # "duplicates": the tests below
 _ids = iter(range(10**6))
 # Where a refresh of rows can stop: after reading the changes, and after its one commit (it writes
@@ -124,6 +141,34 @@ def test_filters_joins_and_unions_refresh_by_their_changes_and_equal_their_query
             assert all(set(view_changes(spark, views[kind])) == {"insert"} for kind in ("joined", "unioned"))
 
 
+@pytest.mark.parametrize("kinds", [("listed", "padded", "nested"),
+                                   pytest.param(("either", "unsold", "distinct", "having"), marks=pytest.mark.slow)])
+def test_groups_over_outer_and_anti_joins_having_and_nested_aggregates_refresh_by_their_changes(spark, tables, kinds):
+    """The groups a change reaches are found by the query over the change, outer joins joined to the
+    change's matches (matched and padded), HAVING dropped; those groups are recomputed."""
+    tables.run("INSERT INTO {bids} VALUES (1, 1, 10), (2, 1, 20), (3, 2, 15), (7, 1, 12), (8, 5, 3)")
+    tables.run("INSERT INTO {auctions} VALUES (1, 'books'), (2, 'games'), (3, 'books'), (6, 'toys')")
+    views = {kind: tables.view(kind) for kind in kinds}
+    for what, statements in ROUNDS:
+        for statement in statements:
+            tables.run(statement)
+        for kind, view in views.items():
+            outcome = refreshed(spark, view)
+            assert (outcome.technique, outcome.reason in ("CHANGES_ONLY", "NO_CHANGES")) == ("incremental", True), (what, kind)
+            tables.spark.sql(f"CREATE OR REPLACE TEMP VIEW rv_expected AS {tables.query(kind)}")
+            assert bag(spark, view) == bag(spark, "rv_expected"), (what, kind)
+
+
+def test_a_group_key_renamed_to_another_source_columns_name_is_found_by_its_values(spark, tables):
+    """The key `auction` is the price: the touched groups are the changed rows' prices, not their auctions."""
+    tables.run("INSERT INTO {bids} VALUES (1, 1, 10), (2, 2, 20)")
+    query = "SELECT price AS auction, count(DISTINCT id) AS n FROM {bids} GROUP BY price".format(**tables.names)
+    view = tables.view("renamed", query=query)
+    tables.run("INSERT INTO {bids} VALUES (3, 10, 20)")
+    assert refreshed(spark, view).technique == "incremental"
+    assert bag(spark, view) == Counter({(10, 1): 1, (20, 2): 1})
+
+
 def test_a_change_that_leaves_a_row_as_it_was_does_not_touch_it(spark, tables):
     tables.run("INSERT INTO {bids} VALUES (1, 1, 10), (2, 1, 20)")
     tables.run("INSERT INTO {auctions} VALUES (1, 'books')")
@@ -138,9 +183,8 @@ def test_a_change_that_leaves_a_row_as_it_was_does_not_touch_it(spark, tables):
 
 @pytest.mark.parametrize("query, reason", [
     ("SELECT b.id, a.category FROM {bids} b LEFT JOIN {auctions} a ON b.auction = a.id", "OUTER_JOIN"),
-    ("SELECT DISTINCT auction FROM {bids}", "DISTINCT"),
-    ("SELECT a.category, count(*) AS n FROM {bids} b JOIN {auctions} a ON b.auction = a.id "
-     "GROUP BY a.category HAVING count(*) > 1", "HAVING"),
+    ("SELECT id, rank() OVER (PARTITION BY auction ORDER BY price) AS r FROM {bids}", "OVER_WITHOUT_RULE"),
+    ("SELECT b.id FROM {bids} b JOIN (SELECT DISTINCT auction FROM {asks}) s ON b.auction = s.auction", "DISTINCT"),
     ("SELECT x.id, y.id AS other FROM {bids} x JOIN {bids} y ON x.auction = y.auction", "SELF_JOIN"),
 ])
 def test_an_operator_without_a_rule_refreshes_in_full_and_says_which(spark, tables, query, reason):

@@ -1,6 +1,6 @@
 package io.mvengine
 
-import org.apache.spark.sql.catalyst.expressions.SubqueryExpression
+import org.apache.spark.sql.catalyst.expressions.{Literal, SubqueryExpression}
 import org.apache.spark.sql.catalyst.plans.{Cross, FullOuter, Inner, LeftAnti, LeftOuter, LeftSemi, RightOuter}
 import org.apache.spark.sql.catalyst.plans.logical._
 import org.apache.spark.sql.execution.datasources.LogicalRelation
@@ -30,10 +30,14 @@ object DeltaRules {
 
   private val passes = "rows pass through"
 
-  /** Each operator of `plan`, top first, with its rule or the reason it has none. */
-  def steps(plan: LogicalPlan): Seq[Step] = {
+  /**
+   * Each operator of `plan`, top first, with its rule or the reason it has none. With `keys`, the
+   * rules that find which rows (or groups) a change reaches rather than the change itself (`reach`):
+   * the plan below a GROUP BY whose touched groups are recomputed, run by `mv_substitute_keys`.
+   */
+  def steps(plan: LogicalPlan, keys: Boolean = false): Seq[Step] = {
     def walk(p: LogicalPlan, depth: Int): Seq[Step] = {
-      val (name, verdict) = rule(p)
+      val (name, verdict) = if (keys) reach(p).map(r => (r._1, Left(r._2))).getOrElse(rule(p)) else rule(p)
       Step(depth, name, verdict.left.toOption, verdict.toOption) +: p.children.flatMap(walk(_, depth + 1))
     }
     walk(plan, 0) ++ outputReasons(plan).map(r => Step(0, "output", None, Some(r)))
@@ -63,18 +67,76 @@ object DeltaRules {
     case _ => (p.nodeName, Right("OPERATOR_WITHOUT_RULE"))
   }
 
+  /**
+   * The rules that carry a superset of the rows a change reaches (not their signed change): enough
+   * to name the groups above them that must be recomputed. An aggregate or DISTINCT over the
+   * changed rows gives the groups they fall in; a filter over an aggregate (HAVING) is dropped, as
+   * it would filter the change's partial groups; an outer join gives the changed rows joined and,
+   * matched or padded with NULLs, the other side's rows they match (`forKeys` rewrites it so).
+   */
+  private def reach(p: LogicalPlan): Option[(String, String)] = p match {
+    case _ if p.expressions.exists(_.exists(_.isInstanceOf[SubqueryExpression])) => None
+    case _ if !p.expressions.forall(_.deterministic) => None
+    case _: Aggregate => Some(("Aggregate", "the groups of the changed rows"))
+    case w: WindowTableFunction if Seq("TUMBLE", "HOP", "CUMULATE").contains(w.spec.kind.name) =>
+      Some((s"Window ${w.spec.kind.name}", "each changed row's windows"))
+    case _: Distinct | _: Deduplicate => Some((p.nodeName, "the changed rows, once each"))
+    case f: Filter if aboveAggregate(f) => Some(("Filter (HAVING)", "dropped to find the groups; kept when they are recomputed"))
+    case j: Join if Seq(LeftOuter, RightOuter, FullOuter, LeftSemi, LeftAnti).contains(j.joinType) && !selfJoin(j) =>
+      Some((s"Join ${j.joinType.sql}", "the changed rows joined, and the other side's rows they match, matched or padded"))
+    case _ => None
+  }
+
+  private def aboveAggregate(f: Filter): Boolean = f.child.exists(c => c.isInstanceOf[Aggregate] || c.isInstanceOf[Distinct])
+
+  /**
+   * `plan`, whose `changed` side reads one changed source's rows, rewritten so that it outputs a
+   * superset of the rows that change reaches (the `reach` rules): filters over aggregates dropped;
+   * an outer join whose preserved side is not the changed one joins only the rows the change
+   * matches, each output both matched and padded with NULLs (its match may have come or gone);
+   * an anti join of a changed right side becomes a semi join (the left rows whose absence changed).
+   * {{{
+   *   forKeys(plan, reads = p => p reads bids)   // auctions LEFT JOIN bids ~> auctions JOIN bids, padded too
+   * }}}
+   */
+  def forKeys(plan: LogicalPlan, reads: LogicalPlan => Boolean): LogicalPlan = plan.transformUp {
+    case f: Filter if aboveAggregate(f) => f.child
+    case j: Join if reads(j.left) != reads(j.right) =>
+      val changedLeft = reads(j.left)
+      (j.joinType, changedLeft) match {
+        case (LeftOuter, false) => padded(j, Inner, j.right)
+        case (RightOuter, true) => padded(j, Inner, j.left)
+        case (FullOuter, true) => padded(j, LeftOuter, j.left)
+        case (FullOuter, false) => padded(j, RightOuter, j.right)
+        case (LeftAnti, false) => j.copy(joinType = LeftSemi)
+        case _ => j
+      }
+  }
+
+  /** `j` as `joinType`, each row output as it is and with `pad`'s columns NULL, under `j`'s output. */
+  private def padded(j: Join, joinType: org.apache.spark.sql.catalyst.plans.JoinType, pad: LogicalPlan): LogicalPlan = {
+    val nulls = pad.outputSet
+    Expand(Seq(j.output, j.output.map(a => if (nulls.contains(a)) Literal(null, a.dataType) else a)), j.output,
+      j.copy(joinType = joinType))
+  }
+
   private def join(j: Join): (String, Either[String, String]) = {
     val name = s"Join ${j.joinType.sql}"
-    def tables(p: LogicalPlan) = p.collectLeaves().collect {
-      case r: LogicalRelation if r.catalogTable.isDefined => r.catalogTable.get.identifier.nameParts.map(_.toLowerCase)
-    }.toSet
     j.joinType match {
-      case Inner | Cross if (tables(j.left) & tables(j.right)).nonEmpty => (name, Right("SELF_JOIN"))
+      case _ if selfJoin(j) => (name, Right("SELF_JOIN"))
       case Inner | Cross => (name, Left("dL JOIN R(new) + L(old) JOIN dR"))
       case LeftOuter | RightOuter | FullOuter => (name, Right("OUTER_JOIN"))
       case LeftSemi | LeftAnti => (name, Right("SEMI_OR_ANTI_JOIN"))
       case _ => (name, Right("SUBQUERY"))  // existence joins come from IN / EXISTS subqueries
     }
+  }
+
+  /** Whether both sides of `j` read one table: its terms would each hold the change on one side only. */
+  private def selfJoin(j: Join): Boolean = {
+    def tables(p: LogicalPlan) = p.collectLeaves().collect {
+      case r: LogicalRelation if r.catalogTable.isDefined => r.catalogTable.get.identifier.nameParts.map(_.toLowerCase)
+    }.toSet
+    (tables(j.left) & tables(j.right)).nonEmpty
   }
 
   /** A change is netted row by row (grouped by every column): a map column cannot be grouped. */

@@ -38,6 +38,7 @@ class MvSparkSessionExtension extends (SparkSessionExtensions => Unit) {
     // mv_substitute('query', 'source', 'replacement') runs a view's query over only some source rows.
     extensions.injectTableFunction(SourceSubstitution.registration)
     extensions.injectTableFunction(SourceSubstitution.changeRegistration)
+    extensions.injectTableFunction(SourceSubstitution.keysRegistration)
     // mv_scan_bytes('query', ...): what queries would read after file skipping (REFRESH POLICY AUTO's estimate).
     extensions.injectTableFunction(ScanBytes.registration)
     // Window function calls are bound as they are parsed (see WindowSqlParser) or, for plans not

@@ -68,9 +68,14 @@ object QueryDescription extends PredicateHelper {
     val outputRoles = plan.output.flatMap(a => roles.get(a.exprId)).toSet
     val windowed = outputRoles.contains("window_start") && outputRoles.contains("window_end")
     val shape = if (windows.nonEmpty && windowed) {
-      reasons ++= windowReasons(plan, windows)
+      val found = windowReasons(plan, windows)
+      // Windows over joins or unions, grouped: their groups are found by the change, as a GROUP BY's.
+      if (found.nonEmpty && found.forall(joinedWindowReasons.contains) && groupBy(plan).isDefined) {
+        maintenance = groupsByChange(plan)
+      }
+      if (maintenance.isEmpty || DeltaRules.reasons(maintenance).nonEmpty) reasons ++= found
       "window"
-    } else if (windows.isEmpty && topAggregate(plan).isDefined) {
+    } else if (windows.isEmpty && (topAggregate(plan).isDefined || topDistinct(plan).isDefined)) {
       // Through OVER (...) functions (Esper's data windows among them) a row's result depends on
       // other rows, so neither signed partial aggregates nor recomputing changed keys is exact.
       if (plan.exists(p => p.isInstanceOf[Window] || p.isInstanceOf[EsperTimeLengthBatch])) {
@@ -98,7 +103,8 @@ object QueryDescription extends PredicateHelper {
       "combinable" -> (kinds.nonEmpty && plan.output.forall(a => kinds.contains(a.exprId))),
       "reasons" -> reasons.toSeq,
       "maintenance" -> maintenance.map(_.toMap),
-      "keys_by_change" -> (shape == "aggregate" && maintenance.nonEmpty && DeltaRules.reasons(maintenance).isEmpty),
+      "keys_by_change" -> (shape != "rows" && maintenance.nonEmpty && DeltaRules.reasons(maintenance).isEmpty),
+      "keys_from_source" -> (shape == "aggregate" && keysFromSource(plan)),
       "views_fingerprint" -> viewsFingerprint(plan).orNull)
   }
 
@@ -225,6 +231,10 @@ object QueryDescription extends PredicateHelper {
   }
 
   /** Why a windowed query is still not kept window by window. */
+  /** What keeps a grouped window from being kept window by window, but not from its groups being found by the change. */
+  private val joinedWindowReasons =
+    Set("JOIN_NOT_ON_WINDOW", "WINDOW_OVER_SEVERAL_SOURCES", "WINDOW_INPUT_NOT_ROW_BY_ROW", "SET_OPERATION")
+
   private def windowReasons(plan: LogicalPlan, windows: Seq[WindowTableFunction]): Seq[String] = {
     val reasons = mutable.LinkedHashSet[String]()
     val windowStarts = windows.map(_.windowStart.exprId).toSet
@@ -269,17 +279,48 @@ object QueryDescription extends PredicateHelper {
    * HAVING sits above it (it would drop keys by the change's partial aggregates: reason HAVING).
    */
   private def groupsByChange(plan: LogicalPlan): Seq[DeltaRules.Step] = {
+    def below(child: LogicalPlan, depth: Int) =
+      DeltaRules.steps(child, keys = true).filterNot(_.operator == "output").map(s => s.copy(depth = s.depth + depth + 1))
     def walk(p: LogicalPlan, depth: Int): Seq[DeltaRules.Step] = p match {
       case a: Aggregate =>
         DeltaRules.Step(depth, "Aggregate", Some("the groups the change reaches, combined or recomputed"), None) +:
-          DeltaRules.steps(a.child).filterNot(_.operator == "output").map(s => s.copy(depth = s.depth + depth + 1))
-      case f: Filter => DeltaRules.Step(depth, "Filter (HAVING)", None, Some("HAVING")) +: walk(f.child, depth + 1)
+          below(a.child, depth)
+      case d: Distinct =>
+        DeltaRules.Step(depth, "Distinct", Some("the rows the change reaches, recomputed"), None) +: below(d.child, depth)
+      case f: Filter =>
+        DeltaRules.Step(depth, "Filter (HAVING)", Some("applied when the groups are recomputed"), None) +: walk(f.child, depth + 1)
       case _: Project | _: Sort | _: SubqueryAlias =>
         DeltaRules.Step(depth, p.nodeName, Some("rows pass through"), None) +: walk(p.children.head, depth + 1)
       case _ => Nil
     }
     val steps = walk(plan, 0)
-    if (steps.exists(_.operator == "Aggregate")) steps else Nil
+    if (steps.exists(s => s.operator == "Aggregate" || s.operator == "Distinct")) steps else Nil
+  }
+
+  /** A SELECT DISTINCT (under ORDER BY or an alias): its rows are its groups, keyed by every column. */
+  private def topDistinct(plan: LogicalPlan): Option[Distinct] = plan match {
+    case d: Distinct => Some(d)
+    case p @ (_: Sort | _: SubqueryAlias) => topDistinct(p.children.head)
+    case _ => None
+  }
+
+  /**
+   * Whether the touched groups can be read off the change feed's rows: one source, row by row
+   * below the aggregate, and each key that source's own column under its own name. Otherwise
+   * (`SELECT price AS auction ... GROUP BY price`, a join, a nested aggregate) they come from the
+   * query over the change (`keys_by_change`).
+   */
+  private def keysFromSource(plan: LogicalPlan): Boolean = topAggregate(plan).exists { agg =>
+    val leaves = agg.child.collectLeaves()
+    val rowByRow = !agg.child.exists {
+      case _: Project | _: Filter | _: SubqueryAlias | _: LogicalRelation => false
+      case _ => true
+    }
+    rowByRow && leaves.size == 1 && groupBy(plan).exists(names => names.size == agg.groupingExpressions.size &&
+      names.zip(agg.groupingExpressions).forall {
+        case (name, a: Attribute) => leaves.head.output.exists(s => s.exprId == a.exprId && s.name.equalsIgnoreCase(name))
+        case _ => false
+      })
   }
 
   private def topAggregate(plan: LogicalPlan): Option[Aggregate] = plan match {
@@ -333,7 +374,8 @@ object QueryDescription extends PredicateHelper {
   }
 
   /** Output column names of the top aggregate's grouping keys, if every key is in the output. */
-  private def groupBy(plan: LogicalPlan): Option[Seq[String]] = topAggregate(plan).flatMap { agg =>
+  private def groupBy(plan: LogicalPlan): Option[Seq[String]] =
+    topDistinct(plan).map(_ => plan.output.map(_.name)).orElse(topAggregate(plan).flatMap { agg =>
     val names = mutable.Map[ExprId, String]()
     def trace(exprId: ExprId, name: String): Unit = names(exprId) = name
     plan.output.foreach(a => trace(a.exprId, a.name))
@@ -351,7 +393,7 @@ object QueryDescription extends PredicateHelper {
       case _ => None
     }
     if (keys.forall(_.isDefined)) Some(keys.flatten) else None
-  }
+  })
 
   private def tableName(leaf: LogicalPlan): Option[String] = leaf match {
     case r: LogicalRelation => r.catalogTable.map(_.identifier.quotedString)

@@ -27,6 +27,8 @@ object SourceSubstitution {
 
   val changeFunctionName = "mv_substitute_change"
 
+  val keysFunctionName = "mv_substitute_keys"
+
   def registration: (FunctionIdentifier, ExpressionInfo, Seq[Expression] => LogicalPlan) = (
     FunctionIdentifier(functionName),
     new ExpressionInfo(getClass.getName, null, functionName,
@@ -51,6 +53,24 @@ object SourceSubstitution {
       substitute(texts.head +: texts.drop(2), Some(texts(1)))
     })
 
+  /**
+   * The rows a change through one source reaches, a superset (mv/row_refresh.py's groups by change):
+   * {{{
+   *   SELECT category FROM mv_substitute_keys('<query>', 'bids', 'bids', 'bid_changes', 'auctions', 'auctions')
+   * }}}
+   * as mv_substitute_change, with the query first rewritten by DeltaRules.forKeys (outer joins
+   * joined to the change's matches only, filters over aggregates dropped).
+   */
+  def keysRegistration: (FunctionIdentifier, ExpressionInfo, Seq[Expression] => LogicalPlan) = (
+    FunctionIdentifier(keysFunctionName),
+    new ExpressionInfo(getClass.getName, null, keysFunctionName,
+      "mv_substitute_keys(query, changed_source, source_table, replacement, ...) - A superset of the rows " +
+        "of query that changed_source's rows in replacement reach.", ""),
+    (args: Seq[Expression]) => {
+      val texts = strings(keysFunctionName, args, 2)
+      substitute(texts.head +: texts.drop(2), Some(texts(1)), keys = true)
+    })
+
   private def strings(name: String, args: Seq[Expression], leading: Int): Seq[String] = args match {
     case _ if args.size > leading && (args.size - leading) % 2 == 0 && args.forall {
           case l: Literal => l.dataType == StringType && l.value != null
@@ -62,7 +82,7 @@ object SourceSubstitution {
   }
 
   /** One pass, so a replacement's own reads of another source (its rows' regions) stay as they are. */
-  private def substitute(texts: Seq[String], changed: Option[String]): LogicalPlan = {
+  private def substitute(texts: Seq[String], changed: Option[String], keys: Boolean = false): LogicalPlan = {
     val queryText = texts.head
     val replacements = texts.tail.grouped(2).map(p => p(0) -> p(1)).toSeq
     val session = SparkSession.active
@@ -81,9 +101,11 @@ object SourceSubstitution {
       case _ => false
     }
     val query = changed.map(parser.parseMultipartIdentifier(_).map(_.toLowerCase)).foldLeft(analyse(queryText)) {
-      (plan, parts) => plan.transformDown {
-        case u: Union => u.withNewChildren(u.children.map(c => if (reads(c, parts)) c else LocalRelation(c.output)))
-      }
+      (plan, parts) =>
+        val pruned = plan.transformDown {
+          case u: Union => u.withNewChildren(u.children.map(c => if (reads(c, parts)) c else LocalRelation(c.output)))
+        }
+        if (keys) DeltaRules.forKeys(pruned, reads(_, parts)) else pruned
     }
     val replaced = mutable.Set[String]()
     val result = query.transformUp {

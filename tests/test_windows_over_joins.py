@@ -1,0 +1,115 @@
+"""Windows over joins and unions: grouped windowed views whose groups the change finds.
+
+Given a TUMBLE aggregate over bids joined to their auctions (the join outside the window), a HOP
+over a join (the join inside it) and a TUMBLE over two feeds' UNION ALL, when bids, auctions and
+asks get inserts, updates and deletes (a category renamed reaches every window of its auction),
+then every REFRESH is incremental and the view is exactly its query recomputed. With a
+WATERMARK (late rows, EMIT ON WINDOW CLOSE) such a view refreshes in full, and says why.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+import mv
+
+VIEWS = {  # each view's query over {bids}, {auctions}, {asks}
+    "category_per_minute": """
+        SELECT window_start, window_end, a.category, count(*) AS n, sum(b.price) AS total
+        FROM TUMBLE(TABLE({bids}), DESCRIPTOR(ts), INTERVAL '1' MINUTE) b JOIN {auctions} a ON b.auction = a.id
+        GROUP BY window_start, window_end, a.category""",
+    "top_of_joined": """
+        SELECT window_start, window_end, category, max(price) AS top
+        FROM HOP(TABLE(SELECT b.ts, b.price, a.category FROM {bids} b JOIN {auctions} a ON b.auction = a.id),
+                 DESCRIPTOR(ts), INTERVAL '1' MINUTE, INTERVAL '2' MINUTES)
+        GROUP BY window_start, window_end, category""",
+    "both_feeds": """
+        SELECT window_start, window_end, count(*) AS n
+        FROM TUMBLE(TABLE(SELECT ts FROM {bids} UNION ALL SELECT ts FROM {asks}), DESCRIPTOR(ts), INTERVAL '1' MINUTE)
+        GROUP BY window_start, window_end""",
+}
+
+ROUNDS = [  # (what happens, its statements)
+    ("new bids in new and old windows, a new auction", [
+        "INSERT INTO {bids} VALUES (4, 2, 30, TIMESTAMP'2024-01-01 10:05:10'), (5, 3, 8, TIMESTAMP'2024-01-01 10:00:40')",
+        "INSERT INTO {auctions} VALUES (3, 'toys')", "INSERT INTO {asks} VALUES (2, TIMESTAMP'2024-01-01 10:01:00')"]),
+    ("a price updated, a bid moved to another minute, a bid and an ask deleted", [
+        "UPDATE {bids} SET price = 99 WHERE id = 1", "UPDATE {bids} SET ts = TIMESTAMP'2024-01-01 10:03:30' WHERE id = 2",
+        "DELETE FROM {bids} WHERE id = 3", "DELETE FROM {asks} WHERE id = 1"]),
+    ("a category renamed, an auction deleted", [
+        "UPDATE {auctions} SET category = 'games' WHERE id = 1", "DELETE FROM {auctions} WHERE id = 3"]),
+]
+
+
+class Joined:
+    """bids (with a time), auctions and asks, and views over them, dropped when the test ends."""
+
+    def __init__(self, spark, n: int):
+        self.spark = spark
+        self.names = {"bids": f"wj_bids_{n}", "auctions": f"wj_auctions_{n}", "asks": f"wj_asks_{n}"}
+        self.views: list[str] = []
+        self.run("CREATE TABLE {bids} (id INT, auction INT, price INT, ts TIMESTAMP) USING delta")
+        self.run("CREATE TABLE {auctions} (id INT, category STRING) USING delta")
+        self.run("CREATE TABLE {asks} (id INT, ts TIMESTAMP) USING delta")
+        self.run("INSERT INTO {bids} VALUES (1, 1, 10, TIMESTAMP'2024-01-01 10:00:05'), "
+                 "(2, 1, 20, TIMESTAMP'2024-01-01 10:00:50'), (3, 2, 15, TIMESTAMP'2024-01-01 10:02:00')")
+        self.run("INSERT INTO {auctions} VALUES (1, 'books'), (2, 'games')")
+        self.run("INSERT INTO {asks} VALUES (1, TIMESTAMP'2024-01-01 10:00:30')")
+
+    def run(self, statement: str) -> None:
+        self.spark.sql(statement.format(**self.names))
+
+    def query(self, kind: str) -> str:
+        return VIEWS[kind].format(**self.names)
+
+    def view(self, kind: str, clauses: str = "REFRESH POLICY INCREMENTAL") -> str:
+        name = f"wj_{kind}_{len(self.views)}_{self.names['bids'].rsplit('_', 1)[1]}"
+        self.views.append(name)
+        mv.sql(self.spark, f"CREATE MATERIALIZED VIEW {name} {clauses} AS {self.query(kind)}")
+        return name
+
+    def drop(self) -> None:
+        for view in self.views:
+            mv.sql(self.spark, f"DROP MATERIALIZED VIEW IF EXISTS {view}")
+        for table in self.names.values():
+            self.spark.sql(f"DROP TABLE IF EXISTS {table}")
+
+
+@pytest.fixture
+def joined(spark, request):
+    made = Joined(spark, abs(hash(request.node.name)) % 10**6)
+    yield made
+    made.drop()
+
+
+def bag(spark, relation: str) -> Counter:
+    return Counter(tuple(r) for r in spark.sql(f"SELECT * FROM {relation}").collect())
+
+
+@pytest.mark.parametrize("kinds", [("category_per_minute",),
+                                   pytest.param(("top_of_joined", "both_feeds"), marks=pytest.mark.slow)])
+def test_windows_over_joins_and_unions_refresh_by_their_groups_and_equal_their_query(spark, joined, kinds):
+    views = {kind: joined.view(kind) for kind in kinds}
+    for what, statements in ROUNDS:
+        for statement in statements:
+            joined.run(statement)
+        for kind, view in views.items():
+            outcome = mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first()
+            assert (outcome.technique, outcome.reason in ("CHANGES_ONLY", "NO_CHANGES")) == ("incremental", True), \
+                (what, kind, outcome.reason)
+            spark.sql(f"CREATE OR REPLACE TEMP VIEW wj_expected AS {joined.query(kind)}")
+            assert bag(spark, view) == bag(spark, "wj_expected"), (what, kind)
+
+
+def test_explain_shows_the_window_over_a_join_kept_by_its_groups(spark, joined):
+    view = joined.view("category_per_minute")
+    operators = [r[1] for r in mv.sql(spark, f"EXPLAIN MATERIALIZED VIEW {view}").collect() if r[0] == "operator"]
+    assert any("Window TUMBLE: each changed row's windows" in o for o in operators), operators
+
+
+def test_a_watermark_on_windows_over_a_join_refreshes_in_full_and_says_why(spark, joined):
+    view = joined.view("category_per_minute", "WATERMARK FOR ts AS ts - INTERVAL '1' MINUTE EMIT ON WINDOW CLOSE")
+    joined.run("INSERT INTO {bids} VALUES (9, 2, 5, TIMESTAMP'2024-01-01 10:09:00')")
+    outcome = mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first()
+    assert (outcome.technique, outcome.reason) == ("full", "WATERMARK_ON_JOINED_WINDOWS")
