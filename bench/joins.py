@@ -1,10 +1,13 @@
-"""A fact-dimension join view kept by its changes (mv/row_refresh.py), against a full refresh, a
+"""Fact-dimension join views kept by their changes (mv/row_refresh.py), against a full refresh, a
 plain Delta append of the same rows and Structured Streaming's stream-static join.
 
 Bids (the fact, `rows` of them: auction, bidder, price, time) joined to 1,000 auctions (the
-dimension: category, seller), the bids of auctions outside category 7:
+dimension: category, seller). `--view` picks the view (VIEWS): `rows`, the bids of auctions
+outside category 7,
     SELECT b.auction, b.bidder, b.price, b.ts, a.category, a.seller
     FROM jb_bids b JOIN jb_auctions a ON b.auction = a.id WHERE a.category <> 7
+or `per_minute`, a TUMBLE over the bids joined to their auctions, per minute and category (its
+groups found by the change; no Structured Streaming contender: the stream would need a watermark).
 Cases, each a few rounds, medians; every round checks the view against its query:
     small append    1,000 new bids: REFRESH / a plain Delta append of them      target <= 5
     batch append    1% new bids: REFRESH / a full refresh (a twin view under REFRESH POLICY FULL)  <= 0.1
@@ -15,6 +18,7 @@ Cases, each a few rounds, medians; every round checks the view against its query
 
 Example:
     $ python -m bench.joins --rows 1000000 --rounds 3
+    $ python -m bench.joins --rows 10000000 --view per_minute
     $ python -m bench.joins --render          # rewrite RESULTS.md from results/joins.json
 """
 from __future__ import annotations
@@ -36,8 +40,14 @@ from bench.windows import RESULTS_MD, machine
 MV_HOME = DATA_DIR / "mv_home_joins"
 RESULTS_JSON = BENCH_DIR / "results" / "joins.json"
 AUCTIONS, SMALL = 1_000, 1_000
-QUERY = """SELECT b.auction, b.bidder, b.price, b.ts, a.category, a.seller
-FROM jb_bids b JOIN jb_auctions a ON b.auction = a.id WHERE a.category <> 7"""
+VIEWS = {
+    "rows": """SELECT b.auction, b.bidder, b.price, b.ts, a.category, a.seller
+FROM jb_bids b JOIN jb_auctions a ON b.auction = a.id WHERE a.category <> 7""",
+    "per_minute": """SELECT window_start, window_end, a.category, count(*) AS bids, sum(b.price) AS total
+FROM TUMBLE(TABLE(jb_bids), DESCRIPTOR(ts), INTERVAL '1' MINUTE) b JOIN jb_auctions a ON b.auction = a.id
+GROUP BY window_start, window_end, a.category""",
+}
+QUERY = VIEWS["rows"]
 
 
 def bids(spark, count: int, first: int):
@@ -47,7 +57,7 @@ def bids(spark, count: int, first: int):
         "timestamp_seconds(1767225600 + id) AS ts")
 
 
-def prepare(spark, rows: int) -> None:
+def prepare(spark, rows: int, query: str) -> None:
     import mv
 
     for view in ("jb_view", "jb_full"):
@@ -63,9 +73,10 @@ def prepare(spark, rows: int) -> None:
     spark.range(AUCTIONS).selectExpr("id", "CAST(id % 10 AS INT) AS category", "id % 100 AS seller") \
         .write.insertInto("jb_auctions")
     bids(spark, rows, 0).write.insertInto("jb_bids")
-    mv.sql(spark, f"CREATE MATERIALIZED VIEW jb_view AS {QUERY}").collect()
-    mv.sql(spark, f"CREATE MATERIALIZED VIEW jb_full REFRESH POLICY FULL AS {QUERY}").collect()
-    stream(spark)  # its first batch: everything so far, untimed
+    mv.sql(spark, f"CREATE MATERIALIZED VIEW jb_view AS {query}").collect()
+    mv.sql(spark, f"CREATE MATERIALIZED VIEW jb_full REFRESH POLICY FULL AS {query}").collect()
+    if query == QUERY:
+        stream(spark)  # its first batch: everything so far, untimed
 
 
 def stream(spark) -> float:
@@ -92,10 +103,10 @@ def refresh(spark, full: bool = False) -> tuple[float, str]:
     return time.perf_counter() - started, f"{row.technique} {row.reason}"
 
 
-def check(spark, *views: str) -> None:
+def check(spark, query: str, *views: str) -> None:
     for view in views:
-        missing = spark.sql(QUERY).exceptAll(spark.table(view)).count()
-        extra = spark.table(view).exceptAll(spark.sql(QUERY)).count()
+        missing = spark.sql(query).exceptAll(spark.table(view)).count()
+        extra = spark.table(view).exceptAll(spark.sql(query)).count()
         if missing or extra:
             raise InvalidRun(f"{view} differs from its query: {missing} rows missing, {extra} extra")
 
@@ -106,12 +117,13 @@ def timed(action) -> float:
     return time.perf_counter() - started
 
 
-def run(rows: int, rounds: int) -> dict:
+def run(rows: int, rounds: int, view: str) -> dict:
     import mv
 
     os.environ.setdefault("MV_HOME", str(MV_HOME))
     spark = mv.session()
-    prepare(spark, rows)
+    query = VIEWS[view]
+    prepare(spark, rows, query)
     cases: dict[str, list[dict]] = {"small append": [], "batch append": [], "changes": []}
     first = rows
     for i in range(rounds):
@@ -119,18 +131,19 @@ def run(rows: int, rounds: int) -> dict:
         bids(spark, SMALL, first).write.insertInto("jb_bids")
         first += SMALL
         seconds, how = refresh(spark)
-        check(spark, "jb_view")
-        stream(spark)
+        check(spark, query, "jb_view")
+        if query == QUERY:
+            stream(spark)
         cases["small append"].append({"refresh_s": seconds, "append_s": append, "technique": how})
 
         batch = rows // 100
         bids(spark, batch, first).write.insertInto("jb_bids")
         first += batch
         seconds, how = refresh(spark)
-        check(spark, "jb_view")
-        streaming = stream(spark)
+        check(spark, query, "jb_view")
+        streaming = stream(spark) if query == QUERY else None
         full, _ = refresh(spark, full=True)
-        check(spark, "jb_full")
+        check(spark, query, "jb_full")
         cases["batch append"].append({"refresh_s": seconds, "full_s": full, "streaming_s": streaming,
                                       "technique": how})
 
@@ -138,18 +151,21 @@ def run(rows: int, rounds: int) -> dict:
         spark.sql(f"DELETE FROM jb_bids WHERE bidder % 200 = {100 + i}")
         spark.sql(f"UPDATE jb_auctions SET category = (category + 1) % 10 WHERE id % 100 = {i}")
         seconds, how = refresh(spark)
-        check(spark, "jb_view")
+        check(spark, query, "jb_view")
         full, _ = refresh(spark, full=True)
-        check(spark, "jb_full")
+        check(spark, query, "jb_full")
         cases["changes"].append({"refresh_s": seconds, "full_s": full, "technique": how})
         print(f"round {i + 1}: " + "; ".join(f"{k}: {v[-1]}" for k, v in cases.items()), flush=True)
     return {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": machine(spark),
-            "rows": rows, "cases": cases, "summary": summary(cases)}
+            "rows": rows, "view": view, "cases": cases, "summary": summary(cases)}
 
 
 def summary(cases: dict[str, list[dict]]) -> dict:
-    def median(case: str, pick) -> float:
-        return round(statistics.median(pick(r) for r in cases[case]), 3)
+    def median(case: str, pick) -> float | None:
+        try:
+            return round(statistics.median(pick(r) for r in cases[case]), 3)
+        except TypeError:  # None: the view has no streaming contender
+            return None
 
     return {
         "small_refresh_s": median("small append", lambda r: r["refresh_s"]),
@@ -168,6 +184,12 @@ def summary(cases: dict[str, list[dict]]) -> dict:
 
 
 def markdown_table(runs: list[dict]) -> str:
+    """One table per view (VIEWS), a column per run."""
+    return "\n\n".join(_view_table(view, [r for r in runs if r.get("view", "rows") == view])
+                       for view in VIEWS if any(r.get("view", "rows") == view for r in runs))
+
+
+def _view_table(view: str, runs: list[dict]) -> str:
     rows = [("1,000 new bids: REFRESH (s)", "small_refresh_s", "{:.2f}", ""),
             ("the same rows appended to a plain Delta table (s)", "small_append_s", "{:.2f}", ""),
             ("REFRESH / plain append", "small_ratio", "{:.1f}", "<= 5"),
@@ -179,19 +201,19 @@ def markdown_table(runs: list[dict]) -> str:
             ("0.5% bids repriced, 0.5% deleted, 1% auctions recategorized: REFRESH (s)", "changes_refresh_s",
              "{:.2f}", ""),
             ("full refresh, REFRESH POLICY FULL twin (s)", "changes_full_s", "{:.2f}", ""),
-            ("REFRESH / full refresh", "changes_ratio", "{:.2f}", "<= 0.5")]
+            ("REFRESH / full refresh", "changes_ratio", "{:.2f}", "<= 0.5 or AUTO full")]
     head = "| measure | " + " | ".join(f"{r['label']} ({r['rows']:,} bids)" for r in runs) + " | target |"
     lines = [head, "| --- |" + " ---: |" * (len(runs) + 1)]
     for title, key, form, target in rows:
-        lines.append(f"| {title} | " + " | ".join(form.format(r["summary"][key]) for r in runs) + f" | {target} |")
+        values = [r["summary"][key] for r in runs]
+        lines.append(f"| {title} | " + " | ".join("-" if v is None else form.format(v) for v in values) +
+                     f" | {target} |")
     when = "; ".join(f"{r['label']}: {r['when']}, {len(r['cases']['changes'])} rounds, "
                      f"{', '.join(r['summary']['techniques'])}" for r in runs)
-    return f"""`{QUERY.replace(chr(10), ' ')}` over 1,000 auctions (bench/joins.py). The full refresh
-is a twin view's under REFRESH POLICY FULL (rows overwritten, as AUTO's FULL_CHEAPER does); the
-run "first" compared with REFRESH ... FULL instead, a repair that compares every row with the
-view's and cost 4-5 times as much, so its full-refresh rows are that repair's. Medians
-over the rounds of each run ({when}; {runs[-1]['machine']['cores']} cores). Every round checks the view
-against its query.
+    return f"""`--view {view}`: `{VIEWS[view].replace(chr(10), ' ')}` over 1,000 auctions
+(`python -m bench.joins --view {view} --rows N`). The full refresh is a twin view's under REFRESH
+POLICY FULL (rows overwritten, as AUTO's FULL_CHEAPER does). Medians over the rounds of each run
+({when}; {runs[-1]['machine']['cores']} cores). Every round checks the view against its query.
 
 {chr(10).join(lines)}"""
 
@@ -200,20 +222,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.joins", description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--view", choices=list(VIEWS), default="rows")
     parser.add_argument("--label", default="current", help="the run's name; a run of the same name is replaced")
     parser.add_argument("--render", action="store_true", help="only rewrite RESULTS.md from the JSON")
     args = parser.parse_args(argv)
     runs = json.loads(RESULTS_JSON.read_text())["runs"] if RESULTS_JSON.exists() else []
     if not args.render:
         try:
-            result = run(args.rows, args.rounds) | {"label": args.label}
+            result = run(args.rows, args.rounds, args.view) | {"label": args.label}
         except InvalidRun as error:
             print(f"error: {error}", file=sys.stderr)
             return 1
-        runs = [r for r in runs if (r["label"], r["rows"]) != (args.label, args.rows)] + [result]
+        same = (args.label, args.rows, args.view)
+        runs = [r for r in runs if (r["label"], r["rows"], r.get("view", "rows")) != same] + [result]
         RESULTS_JSON.parent.mkdir(parents=True, exist_ok=True)
         RESULTS_JSON.write_text(json.dumps({"runs": runs}, indent=2) + "\n")
-    rewrite_section(RESULTS_MD, "joins", "A fact-dimension join view: incremental vs full vs Structured Streaming",
+    rewrite_section(RESULTS_MD, "joins", "Fact-dimension join views: incremental vs full vs Structured Streaming",
                     markdown_table(runs))
     print(markdown_table(runs))
     return 0

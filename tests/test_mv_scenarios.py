@@ -181,7 +181,8 @@ def test_a_view_checkpoints_every_100_commits_unless_its_tblproperties_say_other
 
 
 @pytest.mark.parametrize("layout", ["PARTITIONED BY (item)", "CLUSTER BY (item)",
-                                    "TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')"])
+                                    pytest.param("TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')",
+                                                 marks=pytest.mark.slow)])
 def test_a_partitioned_or_clustered_view_is_kept_exactly_with_its_change_feed(spark, given, layout):
     bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "a", "00:03", 2), bid(3, "b", "00:12", 7))
     view = given.view(COUNTS.format(bids=bids), layout)
