@@ -427,13 +427,14 @@ def refresh_groups(run: Run, changes: str) -> writes.Write:
     return recompute_groups(run, run.temp_view(run.spark.sql(f"SELECT DISTINCT {keys} FROM {changes}"), "keys"))
 
 
-def recompute_groups(run: Run, keys: str, within: str = "true") -> writes.Write:
+def recompute_groups(run: Run, keys: str, within: str = "true", span: tuple[int, int] | None = None) -> writes.Write:
     """The groups whose keys the view `keys` lists, recomputed from the sources and merged: the
     query's rows of those keys upserted, the view's rows of those keys it no longer has deleted.
     `within`: SQL over the rows (alias `v`) that holds for every such group, e.g. its windows' time
-    ranges, which Spark pushes down where a semi-join on the keys cannot go (below a join)."""
+    ranges, which Spark pushes down where a semi-join on the keys cannot go (below a join); `span`:
+    the bounds of those windows, so the merge skips the view's other files (writes.merge)."""
     on = " AND ".join(f"v.{quote(k)} <=> k.{quote(k)}" for k in run.info.group_by)
     affected = f"LEFT SEMI JOIN {keys} k ON {on} WHERE {within}"  # a semi join goes below the GROUP BY
     recomputed = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM ({run.query}) v {affected}")
     current = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM {run.view.name} v {affected}")
-    return writes.merge(run, recomputed, current)
+    return writes.merge(run, recomputed, current, span=span)
