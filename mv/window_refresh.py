@@ -211,12 +211,21 @@ def time_runs(windows: list[tuple[int, int]]) -> list[list[int]]:
 
 
 def time_ranges(windows: list[tuple[int, int]], limit: int = MAX_RANGES) -> list[tuple[int, int]]:
-    """Windows merged into at most `limit` time ranges, joining the closest ones first."""
+    """Windows merged into at most `limit` time ranges, joining the closest ones first: the
+    `limit - 1` widest gaps between their runs stay (joining two runs leaves the other gaps as
+    they are, so this is the same as joining the narrowest gap again and again, in n log n: a
+    dimension change that touches 100,000 scattered windows once spent minutes here).
+
+    Example: time_ranges([(0, 1), (2, 3), (10, 11)], limit=2) == [(0, 3), (10, 11)]
+    """
     ranges = time_runs(windows)
-    while len(ranges) > limit:
-        i = min(range(len(ranges) - 1), key=lambda k: ranges[k + 1][0] - ranges[k][1])
-        ranges[i:i + 2] = [[ranges[i][0], ranges[i + 1][1]]]
-    return [(a, b) for a, b in ranges]
+    if len(ranges) <= limit:
+        return [(a, b) for a, b in ranges]
+    gaps = sorted(range(len(ranges) - 1), key=lambda k: ranges[k + 1][0] - ranges[k][1])
+    kept = sorted(gaps[len(ranges) - limit:])  # the gaps after which a new range begins
+    starts = [0] + [k + 1 for k in kept]
+    ends = kept + [len(ranges) - 1]
+    return [(ranges[a][0], ranges[b][1]) for a, b in zip(starts, ends)]
 
 
 def merge_windows(run: Run, affected, newly_closed) -> writes.Write:

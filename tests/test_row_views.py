@@ -187,6 +187,8 @@ def test_a_change_that_leaves_a_row_as_it_was_does_not_touch_it(spark, tables):
     ("SELECT id, rank() OVER (PARTITION BY auction ORDER BY price) AS r FROM {bids}", "OVER_WITHOUT_RULE"),
     ("SELECT b.id FROM {bids} b JOIN (SELECT DISTINCT auction FROM {asks}) s ON b.auction = s.auction", "DISTINCT"),
     ("SELECT x.id, y.id AS other FROM {bids} x JOIN {bids} y ON x.auction = y.auction", "SELF_JOIN"),
+    ("SELECT top DIV 10 AS bucket, count(*) AS n FROM (SELECT auction, max(price) AS top FROM {bids} "
+     "GROUP BY auction) GROUP BY top DIV 10", "GROUP_BY_AGGREGATE_VALUE"),
 ])
 def test_an_operator_without_a_rule_refreshes_in_full_and_says_which(spark, tables, query, reason):
     tables.run("INSERT INTO {bids} VALUES (1, 1, 10)")

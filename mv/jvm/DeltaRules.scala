@@ -1,6 +1,9 @@
 package io.mvengine
 
-import org.apache.spark.sql.catalyst.expressions.{Literal, SubqueryExpression}
+import scala.collection.mutable
+
+import org.apache.spark.sql.catalyst.expressions.{ExprId, Expression, Literal, SubqueryExpression}
+import org.apache.spark.sql.catalyst.expressions.aggregate.AggregateExpression
 import org.apache.spark.sql.catalyst.plans.{Cross, FullOuter, Inner, LeftAnti, LeftOuter, LeftSemi, RightOuter}
 import org.apache.spark.sql.catalyst.plans.logical._
 import org.apache.spark.sql.execution.datasources.LogicalRelation
@@ -35,9 +38,9 @@ object DeltaRules {
    * rules that find which rows (or groups) a change reaches rather than the change itself (`reach`):
    * the plan below a GROUP BY whose touched groups are recomputed, run by `mv_substitute_keys`.
    */
-  def steps(plan: LogicalPlan, keys: Boolean = false): Seq[Step] = {
+  def steps(plan: LogicalPlan, keys: Boolean = false, values: Set[ExprId] = Set.empty): Seq[Step] = {
     def walk(p: LogicalPlan, depth: Int): Seq[Step] = {
-      val (name, verdict) = if (keys) reach(p).map(r => (r._1, Left(r._2))).getOrElse(rule(p)) else rule(p)
+      val (name, verdict) = if (keys) keyed(p, values) else rule(p)
       Step(depth, name, verdict.left.toOption, verdict.toOption) +: p.children.flatMap(walk(_, depth + 1))
     }
     walk(plan, 0) ++ outputReasons(plan).map(r => Step(0, "output", None, Some(r)))
@@ -85,6 +88,43 @@ object DeltaRules {
     case j: Join if Seq(LeftOuter, RightOuter, FullOuter, LeftSemi, LeftAnti).contains(j.joinType) && !selfJoin(j) =>
       Some((s"Join ${j.joinType.sql}", "the changed rows joined, and the other side's rows they match, matched or padded"))
     case _ => None
+  }
+
+  /**
+   * An operator's rule for finding keys (`reach`, else `rule`), unless it decides a key or a join
+   * by `values`: aggregate results, which over a change's rows are partial (a deleted top bid's
+   * auction has a new maximum the change does not hold), so the groups found could miss one.
+   */
+  private def keyed(p: LogicalPlan, values: Set[ExprId]): (String, Either[String, String]) = {
+    val (name, verdict) = reach(p).map(r => (r._1, Left(r._2))).getOrElse(rule(p))
+    p match {
+      case a: Aggregate if a.groupingExpressions.exists(readsValues(_, values)) => (name, Right("GROUP_BY_AGGREGATE_VALUE"))
+      case j: Join if j.condition.exists(readsValues(_, values)) => (name, Right("JOIN_ON_AGGREGATE_VALUE"))
+      case _ => (name, verdict)
+    }
+  }
+
+  def readsValues(e: Expression, values: Set[ExprId]): Boolean = e.references.exists(a => values.contains(a.exprId))
+
+  /** The attributes of `plan` that carry an aggregate's result, or anything computed from one. */
+  def aggregateValues(plan: LogicalPlan): Set[ExprId] = {
+    val values = mutable.Set[ExprId]()
+    def reads(e: Expression) = readsValues(e, values.toSet)
+    plan.foreachUp {
+      case a: Aggregate =>
+        val byValue = a.groupingExpressions.exists(reads)
+        a.aggregateExpressions.foreach { e =>
+          if (byValue || reads(e) || e.exists(_.isInstanceOf[AggregateExpression])) values += e.exprId
+        }
+      case p: Project => p.projectList.foreach(e => if (reads(e)) values += e.exprId)
+      case u: Union => u.output.zipWithIndex.foreach { case (a, i) =>
+        if (u.children.exists(c => values.contains(c.output(i).exprId))) values += a.exprId
+      }
+      case g: Generate if reads(g.generator) => values ++= g.generatorOutput.map(_.exprId)
+      case w: WindowTableFunction if reads(w.timeColumn) => values ++= w.windowOutput.map(_.exprId)
+      case _ =>
+    }
+    values.toSet
   }
 
   private def aboveAggregate(f: Filter): Boolean = f.child.exists(c => c.isInstanceOf[Aggregate] || c.isInstanceOf[Distinct])

@@ -279,9 +279,12 @@ object QueryDescription extends PredicateHelper {
    * HAVING sits above it (it would drop keys by the change's partial aggregates: reason HAVING).
    */
   private def groupsByChange(plan: LogicalPlan): Seq[DeltaRules.Step] = {
-    def below(child: LogicalPlan, depth: Int) =
-      DeltaRules.steps(child, keys = true).filterNot(_.operator == "output").map(s => s.copy(depth = s.depth + depth + 1))
+    val values = DeltaRules.aggregateValues(plan)
+    def below(child: LogicalPlan, depth: Int) = DeltaRules.steps(child, keys = true, values)
+      .filterNot(_.operator == "output").map(s => s.copy(depth = s.depth + depth + 1))
     def walk(p: LogicalPlan, depth: Int): Seq[DeltaRules.Step] = p match {
+      case a: Aggregate if a.groupingExpressions.exists(DeltaRules.readsValues(_, values)) =>
+        DeltaRules.Step(depth, "Aggregate", None, Some("GROUP_BY_AGGREGATE_VALUE")) +: below(a.child, depth)
       case a: Aggregate =>
         DeltaRules.Step(depth, "Aggregate", Some("the groups the change reaches, combined or recomputed"), None) +:
           below(a.child, depth)
