@@ -71,9 +71,7 @@ def refresh_groups_by_change(run: Run, changes: dict[str, DataFrame], signs: dic
     name, t = run.temp_view(touched, "keys"), run.time_type
     start, end = (micros_sql(quote(c), t) for c in (run.info.window_start, run.info.window_end))
     windows = [tuple(r) for r in run.spark.sql(f"SELECT DISTINCT {start}, {end} FROM {name}").collect()]
-    bounds = [b for pair in windows for b in pair]
-    span = (min(bounds), max(bounds)) if bounds else None
-    return window_refresh.recompute_groups(run, name, window_refresh.window_ranges(run, windows, "v."), span)
+    return window_refresh.recompute_groups(run, name, windows)
 
 
 def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, int]],

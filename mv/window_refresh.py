@@ -436,13 +436,16 @@ def refresh_groups(run: Run, changes: str) -> writes.Write:
     return recompute_groups(run, run.temp_view(run.spark.sql(f"SELECT DISTINCT {keys} FROM {changes}"), "keys"))
 
 
-def recompute_groups(run: Run, keys: str, within: str = "true", span: tuple[int, int] | None = None) -> writes.Write:
+def recompute_groups(run: Run, keys: str, windows: list[tuple[int, int]] | None = None) -> writes.Write:
     """The groups whose keys the view `keys` lists, recomputed from the sources and merged: the
     query's rows of those keys upserted, the view's rows of those keys it no longer has deleted.
-    `within`: SQL over the rows (alias `v`) that holds for every such group, e.g. its windows' time
-    ranges, which Spark pushes down where a semi-join on the keys cannot go (below a join); `span`:
-    the bounds of those windows, so the merge skips the view's other files (writes.merge)."""
+    `windows`: the (start, end) in µs of those groups' windows, if grouped by windows: the rows are
+    read within their time ranges, which Spark pushes down where a semi-join on the keys cannot go
+    (below a join), and the merge within their span, skipping the view's other files."""
     on = " AND ".join(f"v.{quote(k)} <=> k.{quote(k)}" for k in run.info.group_by)
+    within = window_ranges(run, windows, "v.") if windows is not None else "true"
+    bounds = [b for pair in windows or () for b in pair]
+    span = (min(bounds), max(bounds)) if bounds else None
     affected = f"LEFT SEMI JOIN {keys} k ON {on} WHERE {within}"  # a semi join goes below the GROUP BY
     recomputed = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM ({run.query}) v {affected}")
     current = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM {run.view.name} v {affected}")

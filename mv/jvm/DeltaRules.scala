@@ -109,7 +109,7 @@ object DeltaRules {
   /** The attributes of `plan` that carry an aggregate's result, or anything computed from one. */
   def aggregateValues(plan: LogicalPlan): Set[ExprId] = {
     val values = mutable.Set[ExprId]()
-    def reads(e: Expression) = readsValues(e, values.toSet)
+    def reads(e: Expression) = e.references.exists(a => values.contains(a.exprId))
     plan.foreachUp {
       case a: Aggregate =>
         val byValue = a.groupingExpressions.exists(reads)

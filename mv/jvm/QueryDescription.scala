@@ -230,11 +230,11 @@ object QueryDescription extends PredicateHelper {
     }
   }
 
-  /** Why a windowed query is still not kept window by window. */
   /** What keeps a grouped window from being kept window by window, but not from its groups being found by the change. */
   private val joinedWindowReasons =
     Set("JOIN_NOT_ON_WINDOW", "WINDOW_OVER_SEVERAL_SOURCES", "WINDOW_INPUT_NOT_ROW_BY_ROW", "SET_OPERATION")
 
+  /** Why a windowed query is still not kept window by window. */
   private def windowReasons(plan: LogicalPlan, windows: Seq[WindowTableFunction]): Seq[String] = {
     val reasons = mutable.LinkedHashSet[String]()
     val windowStarts = windows.map(_.windowStart.exprId).toSet
@@ -272,11 +272,12 @@ object QueryDescription extends PredicateHelper {
   }
 
   /**
-   * The steps of a GROUP BY whose groups a change reaches are found from the change itself: the
-   * query run over each changed source's rows (DeltaRules' terms) outputs exactly the keys of the
-   * groups those rows fall in, whatever the keys are computed from and however many sources are
-   * joined below. That holds when every operator below the aggregate has a delta rule and no
-   * HAVING sits above it (it would drop keys by the change's partial aggregates: reason HAVING).
+   * The steps of a GROUP BY (or SELECT DISTINCT) whose groups a change reaches are found from the
+   * change itself: the query run over each changed source's rows (DeltaRules' terms, rewritten by
+   * DeltaRules.forKeys) outputs a superset of the keys of the groups those rows fall in, whatever
+   * the keys are computed from and however many sources are joined below. That holds when every
+   * operator below has a rule for finding keys (DeltaRules.steps with `keys`) and no key or join
+   * condition reads a nested aggregate's results, which are partial over a change's rows.
    */
   private def groupsByChange(plan: LogicalPlan): Seq[DeltaRules.Step] = {
     val values = DeltaRules.aggregateValues(plan)
@@ -319,11 +320,10 @@ object QueryDescription extends PredicateHelper {
       case _: Project | _: Filter | _: SubqueryAlias | _: LogicalRelation => false
       case _ => true
     }
-    rowByRow && leaves.size == 1 && groupBy(plan).exists(names => names.size == agg.groupingExpressions.size &&
-      names.zip(agg.groupingExpressions).forall {
+    rowByRow && leaves.size == 1 && groupBy(plan).exists(names => names.zip(agg.groupingExpressions).forall {
         case (name, a: Attribute) => leaves.head.output.exists(s => s.exprId == a.exprId && s.name.equalsIgnoreCase(name))
         case _ => false
-      })
+    })
   }
 
   private def topAggregate(plan: LogicalPlan): Option[Aggregate] = plan match {

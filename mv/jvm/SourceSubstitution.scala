@@ -43,15 +43,9 @@ object SourceSubstitution {
    * as mv_substitute, after the branches of every UNION that do not read the changed source are
    * made empty: their sources did not change in this term of the sum, so they contribute nothing.
    */
-  def changeRegistration: (FunctionIdentifier, ExpressionInfo, Seq[Expression] => LogicalPlan) = (
-    FunctionIdentifier(changeFunctionName),
-    new ExpressionInfo(getClass.getName, null, changeFunctionName,
-      "mv_substitute_change(query, changed_source, source_table, replacement, ...) - The change of query " +
-        "through changed_source: its UNION branches that do not read it are empty.", ""),
-    (args: Seq[Expression]) => {
-      val texts = strings(changeFunctionName, args, 2)
-      substitute(texts.head +: texts.drop(2), Some(texts(1)))
-    })
+  def changeRegistration: (FunctionIdentifier, ExpressionInfo, Seq[Expression] => LogicalPlan) =
+    throughChange(changeFunctionName, "The change of query through changed_source: its UNION branches that " +
+      "do not read it are empty.", keys = false)
 
   /**
    * The rows a change through one source reaches, a superset (mv/row_refresh.py's groups by change):
@@ -61,14 +55,19 @@ object SourceSubstitution {
    * as mv_substitute_change, with the query first rewritten by DeltaRules.forKeys (outer joins
    * joined to the change's matches only, filters over aggregates dropped).
    */
-  def keysRegistration: (FunctionIdentifier, ExpressionInfo, Seq[Expression] => LogicalPlan) = (
-    FunctionIdentifier(keysFunctionName),
-    new ExpressionInfo(getClass.getName, null, keysFunctionName,
-      "mv_substitute_keys(query, changed_source, source_table, replacement, ...) - A superset of the rows " +
-        "of query that changed_source's rows in replacement reach.", ""),
+  def keysRegistration: (FunctionIdentifier, ExpressionInfo, Seq[Expression] => LogicalPlan) =
+    throughChange(keysFunctionName, "A superset of the rows of query that changed_source's rows in replacement " +
+      "reach.", keys = true)
+
+  /** A table function `name(query, changed_source, source_table, replacement, ...)` described by `usage`. */
+  private def throughChange(name: String, usage: String, keys: Boolean)
+      : (FunctionIdentifier, ExpressionInfo, Seq[Expression] => LogicalPlan) = (
+    FunctionIdentifier(name),
+    new ExpressionInfo(getClass.getName, null, name,
+      s"$name(query, changed_source, source_table, replacement, ...) - $usage", ""),
     (args: Seq[Expression]) => {
-      val texts = strings(keysFunctionName, args, 2)
-      substitute(texts.head +: texts.drop(2), Some(texts(1)), keys = true)
+      val texts = strings(name, args, 2)
+      substitute(texts.head +: texts.drop(2), Some(texts(1)), keys)
     })
 
   private def strings(name: String, args: Seq[Expression], leading: Int): Seq[String] = args match {
