@@ -12,11 +12,11 @@ view equals its query recomputed in full.
 from __future__ import annotations
 
 import random
-from collections import Counter
 
 import pytest
 
 import mv
+from tests.view_sources import bag
 
 QUERIES = {
     "q0": "SELECT auction, bidder, price, dateTime, extra FROM {bid}",
@@ -135,10 +135,6 @@ def nexmark(spark):
         mv.sql(spark, f"DROP MATERIALIZED VIEW IF EXISTS nx_{q}_{n}")
     for table in names.values():
         spark.sql(f"DROP TABLE IF EXISTS {table}")
-
-
-def bag(spark, relation: str) -> Counter:
-    return Counter(tuple(r) for r in spark.sql(f"SELECT * FROM {relation}").collect())
 
 
 @pytest.mark.slow

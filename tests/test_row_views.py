@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 import mv
 from mv import progress, refresh
 from mv.errors import MvError
+from tests.view_sources import Sources, bag
 
 VIEWS = {  # each view's query over {bids}, {auctions}, {asks}
     "joined": """SELECT b.id, b.price * 2 AS doubled, a.category FROM {bids} b JOIN {auctions} a
@@ -48,53 +49,27 @@ GROUPED = {  # GROUP BY and DISTINCT over outer, semi and anti joins, HAVING, an
 }
 VIEWS.update(GROUPED)
 SCENARIO = ("joined", "unioned", "by_category", "by_bucket")  # "duplicates": the tests below
-_ids = iter(range(10**6))
 # Where a refresh of rows can stop: after reading the changes, and after its one commit (it writes
 # no late rows and keeps no open windows).
 KILL_POINTS_OF_ROWS = ("changes_read", "committed")
 
 
-class Rows:
-    """Three sources (bids, auctions, asks) and views over them, dropped when the test ends."""
+# The three sources every view here reads: a fact, its dimension and a second feed.
+TABLES = {"bids": "id INT, auction INT, price INT", "auctions": "id INT, category STRING",
+          "asks": "id INT, auction INT, price INT"}
 
-    def __init__(self, spark):
-        self.spark, n = spark, next(_ids)
-        self.names = {"bids": f"rv_bids_{n}", "auctions": f"rv_auctions_{n}", "asks": f"rv_asks_{n}"}
-        self.views: list[str] = []
-        spark.sql(f"CREATE TABLE {self.names['bids']} (id INT, auction INT, price INT) USING delta")
-        spark.sql(f"CREATE TABLE {self.names['auctions']} (id INT, category STRING) USING delta")
-        spark.sql(f"CREATE TABLE {self.names['asks']} (id INT, auction INT, price INT) USING delta")
 
-    def run(self, statement: str) -> None:
-        self.spark.sql(statement.format(**self.names))
-
-    def query(self, view: str) -> str:
-        return VIEWS[view].format(**self.names)
-
-    def view(self, kind: str, clauses: str = "REFRESH POLICY INCREMENTAL", query: str | None = None) -> str:
-        """A view of VIEWS[kind] (or `query`); INCREMENTAL by default, so AUTO's estimate never
-        turns a small table's refresh into a full one (test_auto_... weighs it)."""
-        name = f"rv_{kind}_{next(_ids)}"
-        self.views.append(name)
-        mv.sql(self.spark, f"CREATE MATERIALIZED VIEW {name} {clauses} AS {query or self.query(kind)}")
-        return name
-
-    def drop(self) -> None:
-        for view in self.views:
-            mv.sql(self.spark, f"DROP MATERIALIZED VIEW IF EXISTS {view}")
-        for table in self.names.values():
-            self.spark.sql(f"DROP TABLE IF EXISTS {table}")
+def sources(spark) -> Sources:
+    """bids, auctions and asks, and views of VIEWS over them (INCREMENTAL by default, so AUTO's
+    estimate never turns a small table's refresh into a full one: test_auto_... weighs it)."""
+    return Sources(spark, "rv", TABLES, VIEWS)
 
 
 @pytest.fixture
 def tables(spark):
-    made = Rows(spark)
+    made = sources(spark)
     yield made
     made.drop()
-
-
-def bag(spark, relation: str) -> Counter:
-    return Counter(tuple(r) for r in spark.sql(f"SELECT * FROM {relation}").collect())
 
 
 def refreshed(spark, view: str):
@@ -227,7 +202,7 @@ STEPS = st.lists(st.sampled_from([
 @settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
 @examples(rounds=st.lists(STEPS, min_size=2, max_size=2))
 def test_random_changes_on_both_sides_keep_every_view_its_query(spark, rounds):
-    tables = Rows(spark)
+    tables = sources(spark)
     try:
         tables.run("INSERT INTO {bids} VALUES (1, 1, 10), (2, 2, 20), (3, 1, 10)")
         tables.run("INSERT INTO {auctions} VALUES (1, 'a'), (2, 'b'), (2, 'b')")  # a duplicate dimension row

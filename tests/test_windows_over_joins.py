@@ -8,11 +8,10 @@ WATERMARK (late rows, EMIT ON WINDOW CLOSE) such a view refreshes in full, and s
 """
 from __future__ import annotations
 
-from collections import Counter
-
 import pytest
 
 import mv
+from tests.view_sources import Sources, bag
 
 VIEWS = {  # each view's query over {bids}, {auctions}, {asks}
     "category_per_minute": """
@@ -42,49 +41,20 @@ ROUNDS = [  # (what happens, its statements)
 ]
 
 
-class Joined:
-    """bids (with a time), auctions and asks, and views over them, dropped when the test ends."""
-
-    def __init__(self, spark, n: int):
-        self.spark = spark
-        self.names = {"bids": f"wj_bids_{n}", "auctions": f"wj_auctions_{n}", "asks": f"wj_asks_{n}"}
-        self.views: list[str] = []
-        self.run("CREATE TABLE {bids} (id INT, auction INT, price INT, ts TIMESTAMP) USING delta")
-        self.run("CREATE TABLE {auctions} (id INT, category STRING) USING delta")
-        self.run("CREATE TABLE {asks} (id INT, ts TIMESTAMP) USING delta")
-        self.run("INSERT INTO {bids} VALUES (1, 1, 10, TIMESTAMP'2024-01-01 10:00:05'), "
-                 "(2, 1, 20, TIMESTAMP'2024-01-01 10:00:50'), (3, 2, 15, TIMESTAMP'2024-01-01 10:02:00')")
-        self.run("INSERT INTO {auctions} VALUES (1, 'books'), (2, 'games')")
-        self.run("INSERT INTO {asks} VALUES (1, TIMESTAMP'2024-01-01 10:00:30')")
-
-    def run(self, statement: str) -> None:
-        self.spark.sql(statement.format(**self.names))
-
-    def query(self, kind: str) -> str:
-        return VIEWS[kind].format(**self.names)
-
-    def view(self, kind: str, clauses: str = "REFRESH POLICY INCREMENTAL") -> str:
-        name = f"wj_{kind}_{len(self.views)}_{self.names['bids'].rsplit('_', 1)[1]}"
-        self.views.append(name)
-        mv.sql(self.spark, f"CREATE MATERIALIZED VIEW {name} {clauses} AS {self.query(kind)}")
-        return name
-
-    def drop(self) -> None:
-        for view in self.views:
-            mv.sql(self.spark, f"DROP MATERIALIZED VIEW IF EXISTS {view}")
-        for table in self.names.values():
-            self.spark.sql(f"DROP TABLE IF EXISTS {table}")
+TABLES = {"bids": "id INT, auction INT, price INT, ts TIMESTAMP", "auctions": "id INT, category STRING",
+          "asks": "id INT, ts TIMESTAMP"}
 
 
 @pytest.fixture
-def joined(spark, request):
-    made = Joined(spark, abs(hash(request.node.name)) % 10**6)
+def joined(spark):
+    """bids (with a time), auctions and asks with a few rows, and views of VIEWS over them."""
+    made = Sources(spark, "wj", TABLES, VIEWS)
+    made.run("INSERT INTO {bids} VALUES (1, 1, 10, TIMESTAMP'2024-01-01 10:00:05'), "
+             "(2, 1, 20, TIMESTAMP'2024-01-01 10:00:50'), (3, 2, 15, TIMESTAMP'2024-01-01 10:02:00')")
+    made.run("INSERT INTO {auctions} VALUES (1, 'books'), (2, 'games')")
+    made.run("INSERT INTO {asks} VALUES (1, TIMESTAMP'2024-01-01 10:00:30')")
     yield made
     made.drop()
-
-
-def bag(spark, relation: str) -> Counter:
-    return Counter(tuple(r) for r in spark.sql(f"SELECT * FROM {relation}").collect())
 
 
 @pytest.mark.parametrize("kinds", [("category_per_minute",),
