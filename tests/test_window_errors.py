@@ -21,6 +21,8 @@ def _cases():
 def bids(spark):
     spark.sql("""CREATE OR REPLACE TEMP VIEW bids AS SELECT * FROM VALUES
         (TIMESTAMP'2020-04-15 08:05:00', 4.00, 'C') AS t(bidtime, price, item)""")
+    yield
+    spark.catalog.dropTempView("bids")  # a temp view would shadow `bids` in every later test of the session
 
 
 @pytest.mark.parametrize("error_class, sql", list(_cases()))
