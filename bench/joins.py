@@ -6,6 +6,8 @@ dimension: category, seller). `--view` picks the view (VIEWS): `rows`, the bids 
 outside category 7,
     SELECT b.auction, b.bidder, b.price, b.ts, a.category, a.seller
     FROM jb_bids b JOIN jb_auctions a ON b.auction = a.id WHERE a.category <> 7
+or `outer_rows`, every bid, its auction's category where that is not 7 (a LEFT JOIN: a
+recategorized auction's bids are padded with NULLs or matched again, DeltaRules.flips),
 or `per_minute`, a TUMBLE over the bids joined to their auctions, per minute and category (its
 groups found by the change; no Structured Streaming contender: the stream would need a watermark).
 Cases, each a few rounds, medians; every round checks the view against its query:
@@ -43,6 +45,8 @@ AUCTIONS, SMALL = 1_000, 1_000
 VIEWS = {
     "rows": """SELECT b.auction, b.bidder, b.price, b.ts, a.category, a.seller
 FROM jb_bids b JOIN jb_auctions a ON b.auction = a.id WHERE a.category <> 7""",
+    "outer_rows": """SELECT b.auction, b.bidder, b.price, b.ts, a.category
+FROM jb_bids b LEFT JOIN jb_auctions a ON b.auction = a.id AND a.category <> 7""",
     "per_minute": """SELECT window_start, window_end, a.category, count(*) AS bids, sum(b.price) AS total
 FROM TUMBLE(TABLE(jb_bids), DESCRIPTOR(ts), INTERVAL '1' MINUTE) b JOIN jb_auctions a ON b.auction = a.id
 GROUP BY window_start, window_end, a.category""",

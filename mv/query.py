@@ -100,6 +100,12 @@ class QueryInfo:
         return [s["table"] for s in self.sources if s.get("table")]
 
     @property
+    def flipping(self) -> list[str]:
+        """The sources whose change flips a join's other rows in a view of rows (an outer join's padded
+        side, a semi or anti join's right side): their terms add mv_substitute_flips' rows."""
+        return [s["table"] for s in self.sources if s.get("table") and s.get("flips")]
+
+    @property
     def upstream_views(self) -> list[str]:
         """The sources that are materialized views themselves."""
         return [s["table"] for s in self.sources if s.get("table") and s.get("materialized_view")]

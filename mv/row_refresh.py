@@ -1,5 +1,6 @@
-"""Views of rows (filters, projections, inner joins, UNION ALL; no window, no GROUP BY) kept from
-their sources' changes by the delta rules the extension checked (mv/jvm/DeltaRules.scala).
+"""Views of rows (filters, projections, inner, outer, semi and anti joins, UNION ALL; no window, no
+GROUP BY) kept from their sources' changes by the delta rules the extension checked
+(mv/jvm/DeltaRules.scala).
 
 Each rule is linear in each source, so the view's change is, over its changed sources S in order,
 the view's query run over S's change with the sources before S at this refresh's versions and the
@@ -7,6 +8,8 @@ ones after it at the previous refresh's (a join: dL JOIN R(new) + L(old) JOIN dR
 exactly the versions the refresh pins, by Delta time travel), and the UNION branches that do not
 read S empty (mv_substitute_change: they did not change in that term). S's inserted rows count +1 and its
 deleted ones -1, each run separately, so no sign has to travel through the query's operators.
+A source on an outer join's padded side (a semi or anti join's right side) adds two terms: the
+other side's rows its change may flip (mv_substitute_flips), at its new version +1, at its old -1.
 
 The view keeps the query's columns only. A row's copies are its identity: a change that only adds
 rows appends them; otherwise the change is netted per distinct row, and each row it takes copies
@@ -91,6 +94,11 @@ def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, i
             if signs[source].get(sign):
                 rows = run.temp_view(changes[source].where(F.col(SIGN) == sign), f"{'in' if sign > 0 else 'out'}_{i}")
                 parts.append((sign, source, run.query_over({**before, **after, source: rows}, changed=source, keys=keys)))
+        if source in run.info.flipping and not keys:  # the other side's rows whose match came or went
+            change = run.temp_view(changes[source], f"change_{i}")
+            old = f"{source} VERSION AS OF {run.previous.sources[source]}"
+            for sign, version in ((1, run.source(source)), (-1, old)):
+                parts.append((sign, source, run.query_over({**before, **after, source: version}, source, flips=change)))
     return parts
 
 

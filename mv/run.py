@@ -99,14 +99,18 @@ class Run:
         """The view's query over its sources as of this refresh's versions (`source`)."""
         return self.query_over({})
 
-    def query_over(self, replaced: dict[str, str], changed: str | None = None, keys: bool = False) -> str:
+    def query_over(self, replaced: dict[str, str], changed: str | None = None, keys: bool = False,
+                   flips: str | None = None) -> str:
         """The view's query reading each source in `replaced` from the view named there, and the
         others as of this refresh's versions. With `changed`, a source: the query's change through
         that source alone, its UNION branches that do not read it empty (mv/row_refresh.py); with
-        `keys` too, a superset of the rows that change reaches (outer joins, HAVING: DeltaRules.forKeys)."""
+        `keys` too, a superset of the rows that change reaches (outer joins, HAVING: DeltaRules.forKeys);
+        with `flips`, the view holding that source's change, the rows of the other side of an outer,
+        semi or anti join whose match it brings or takes, at the version `replaced` gives the source."""
         pairs = [x for table in self.info.source_tables for x in (table, replaced.get(table) or self.source(table))]
         function = "mv_substitute_keys" if keys else "mv_substitute_change"
-        function, leading = (function, [changed]) if changed else ("mv_substitute", [])
+        function, leading = ("mv_substitute_flips", [changed, flips]) if flips else (function, [changed])
+        function, leading = (function, leading) if changed else ("mv_substitute", [])
         return f"SELECT * FROM {function}(" + ", ".join(
             sql_string(x) for x in [self.view.definition.query, *leading] + pairs) + ")"
 

@@ -62,6 +62,7 @@ def assert_twins_equal(result: dict, batches: int, when: str) -> None:
     one row per refresh id, with no id missing."""
     for kind, found in result.items():
         assert found["views_equal"] and found["late_equal"] and found["open_equal"], (when, kind, found)
+        assert found["clean_technique"] == "incremental", (when, kind, found)  # the oracle twin kept by its changes
         assert [count for _, count in found["history"]] == [1] * len(found["history"]), (when, kind, found)
         assert sorted(i for i, _ in found["history"]) == list(range(1, len(found["history"]) + 1)), (when, kind)
     # every batch's far-too-late row is in __late once, from the second batch on (the first has no watermark)
@@ -70,7 +71,7 @@ def assert_twins_equal(result: dict, batches: int, when: str) -> None:
 
 @pytest.mark.slow
 def test_refresh_processes_killed_at_random_moments_end_as_their_never_killed_twins(tmp_path):
-    """TUMBLE, HOP with WATERMARK + EMIT ON WINDOW CLOSE + GRACE, and SESSION views: each round a
+    """TUMBLE, HOP with WATERMARK + EMIT ON WINDOW CLOSE + GRACE, SESSION, join and union views: each round a
     batch is written and the process refreshing the killed twins dies (KILLS); the next process
     finishes their refreshes first, then refreshes the twins and compares."""
     seed = int(os.environ.get("MV_KILL_SEED", random.randrange(10 ** 6)))

@@ -6,10 +6,12 @@ or a GROUP BY over such operators (inner joins below it, keys computed from sour
 when their sources get inserts, updates and deletes on every side (a fact and its dimension, two
 feeds of a union), then every REFRESH is incremental and the view is exactly its query recomputed
 (duplicates counted), a change that only adds rows appends them, and a view's change feed shows
-net changes. A GROUP BY or DISTINCT over outer, semi and anti joins, with HAVING, or over another
-aggregate recomputes the groups the change reaches. Operators without a rule (an outer join or
-DISTINCT under rows, OVER, a self-join) refresh in full with their reason, EXPLAIN says so
-operator by operator, and INCREMENTAL STRICT refuses them.
+net changes. Rows over outer, semi and anti joins also flip the other side's rows whose match
+comes or goes (padded, kept, dropped). A GROUP BY or DISTINCT over outer, semi and anti joins, with
+HAVING, or over another aggregate recomputes the groups the change reaches. Operators without a
+rule (DISTINCT under rows, OVER, a self-join, a source on the padded side of two outer joins)
+refresh in full with their reason, EXPLAIN says so operator by operator, and INCREMENTAL STRICT
+refuses them.
 """
 from __future__ import annotations
 
@@ -47,7 +49,20 @@ GROUPED = {  # GROUP BY and DISTINCT over outer, semi and anti joins, HAVING, an
     "nested": """SELECT category, avg(top) AS average_top, count(*) AS n FROM (SELECT a.id, a.category, max(b.price) AS top
                  FROM {auctions} a JOIN {bids} b ON b.auction = a.id GROUP BY a.id, a.category) GROUP BY category""",
 }
+FLIPPED = {  # rows over outer, semi and anti joins: a match that comes or goes flips the other side's rows
+    "unlisted": "SELECT b.id, b.price, a.category FROM {bids} b LEFT JOIN {auctions} a ON b.auction = a.id",
+    "either_rows": """SELECT b.id, a.id AS listed, a.category FROM {bids} b FULL JOIN {auctions} a
+                      ON b.auction = a.id AND b.price > 10""",
+    "offered": "SELECT a.category, b.price FROM {bids} b RIGHT JOIN {auctions} a ON b.auction = a.id",
+    "with_bids": "SELECT a.id, a.category FROM {auctions} a LEFT SEMI JOIN {bids} b ON b.auction = a.id",
+    "without_bids": "SELECT a.id, a.category FROM {auctions} a LEFT ANTI JOIN {bids} b ON b.auction = a.id",
+    "chained": """SELECT b.id, a.category, s.price AS ask FROM {bids} b LEFT JOIN {auctions} a ON b.auction = a.id
+                  LEFT JOIN {asks} s ON s.auction = a.id""",
+    "outer_union": """SELECT a.id, b.price FROM {auctions} a LEFT JOIN {bids} b ON b.auction = a.id
+                      UNION ALL SELECT auction, price FROM {asks}""",
+}
 VIEWS.update(GROUPED)
+VIEWS.update(FLIPPED)
 SCENARIO = ("joined", "unioned", "by_category", "by_bucket")  # "duplicates": the tests below
 # Where a refresh of rows can stop: after reading the changes, and after its one commit (it writes
 # no late rows and keeps no open windows).
@@ -136,6 +151,22 @@ def test_groups_over_outer_and_anti_joins_having_and_nested_aggregates_refresh_b
         pass
 
 
+@pytest.mark.parametrize("kinds", [("unlisted", "either_rows"),
+                                   pytest.param(("offered", "with_bids", "without_bids", "chained", "outer_union"),
+                                                marks=pytest.mark.slow)])
+def test_rows_over_outer_semi_and_anti_joins_flip_as_matches_come_and_go(spark, tables, kinds):
+    """A bid whose auction is deleted becomes padded with NULLs, and matched again when it comes
+    back; an auction's first bid takes it out of an anti join and into a semi join. Each term adds
+    the other side's rows whose match the change touches at the new version and takes them away at
+    the old one; those that did not flip cancel."""
+    tables.run("INSERT INTO {bids} VALUES (1, 1, 10), (2, 1, 20), (3, 2, 15), (7, 1, 12), (8, 5, 3)")
+    tables.run("INSERT INTO {auctions} VALUES (1, 'books'), (2, 'games'), (3, 'books'), (6, 'toys'), (6, 'toys')")
+    tables.run("INSERT INTO {asks} VALUES (1, 1, 5), (2, 3, 70)")
+    views = {kind: tables.view(kind) for kind in kinds}
+    for _ in each_round_refreshed_incrementally_and_equal_to_its_query(spark, tables, views):
+        pass
+
+
 def test_a_group_key_renamed_to_another_source_columns_name_is_found_by_its_values(spark, tables):
     """The key `auction` is the price: the touched groups are the changed rows' prices, not their auctions."""
     tables.run("INSERT INTO {bids} VALUES (1, 1, 10), (2, 2, 20)")
@@ -159,7 +190,8 @@ def test_a_change_that_leaves_a_row_as_it_was_does_not_touch_it(spark, tables):
 
 
 @pytest.mark.parametrize("query, reason", [
-    ("SELECT b.id, a.category FROM {bids} b LEFT JOIN {auctions} a ON b.auction = a.id", "OUTER_JOIN"),
+    ("SELECT a.id, s.price FROM {auctions} a LEFT JOIN (SELECT b.auction, k.price FROM {bids} b LEFT JOIN {asks} k "
+     "ON k.id = b.id) s ON s.auction = a.id", "STACKED_OUTER_JOINS"),
     ("SELECT id, rank() OVER (PARTITION BY auction ORDER BY price) AS r FROM {bids}", "OVER_WITHOUT_RULE"),
     ("SELECT b.id FROM {bids} b JOIN (SELECT DISTINCT auction FROM {asks}) s ON b.auction = s.auction", "DISTINCT"),
     ("SELECT x.id, y.id AS other FROM {bids} x JOIN {bids} y ON x.auction = y.auction", "SELF_JOIN"),
@@ -207,7 +239,8 @@ def test_random_changes_on_both_sides_keep_every_view_its_query(spark, rounds):
         tables.run("INSERT INTO {bids} VALUES (1, 1, 10), (2, 2, 20), (3, 1, 10)")
         tables.run("INSERT INTO {auctions} VALUES (1, 'a'), (2, 'b'), (2, 'b')")  # a duplicate dimension row
         tables.run("INSERT INTO {asks} VALUES (1, 3, 5)")
-        views = {kind: tables.view(kind) for kind in ("joined", "unioned", "duplicates", "by_category")}
+        views = {kind: tables.view(kind) for kind in ("joined", "unioned", "duplicates", "by_category", "unlisted",
+                                                      "without_bids")}
         for steps in rounds:
             for statement, k, a, p in steps:
                 tables.run(statement.replace("{k}", str(k)).replace("{a}", str(a)).replace("{p}", str(p)))

@@ -2,7 +2,8 @@ package io.mvengine
 
 import scala.collection.mutable
 
-import org.apache.spark.sql.catalyst.expressions.{ExprId, Expression, Literal, SubqueryExpression}
+import org.apache.spark.sql.catalyst.analysis.MultiInstanceRelation
+import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeMap, ExprId, Expression, Literal, SubqueryExpression}
 import org.apache.spark.sql.catalyst.expressions.aggregate.AggregateExpression
 import org.apache.spark.sql.catalyst.plans.{Cross, FullOuter, Inner, LeftAnti, LeftOuter, LeftSemi, RightOuter}
 import org.apache.spark.sql.catalyst.plans.logical._
@@ -12,11 +13,14 @@ import org.apache.spark.sql.types.{ArrayType, DataType, MapType, StructType}
 /**
  * The maintenance planner's rules for queries of rows (no window function, no GROUP BY): how each
  * operator turns a signed change of its input into a signed change of its output (DBSP's and
- * Enzyme's delta rules). The rules are listed once, here, in `rule`. Every rule below is linear in
- * each source the query reads, so the change of the whole query is the sum over its changed
- * sources S of the query run over S's change, with the sources before S read at their new version
- * and those after it at their old one (a join: dL JOIN R(new) + L(old) JOIN dR). The Python side
- * (mv/row_refresh.py) runs exactly that. An operator without a rule gives a reason code instead,
+ * Enzyme's delta rules). The rules are listed once, here, in `rule`. Every rule below but one is
+ * linear in each source the query reads, so the change of the whole query is the sum over its
+ * changed sources S of the query run over S's change, with the sources before S read at their new
+ * version and those after it at their old one (a join: dL JOIN R(new) + L(old) JOIN dR). The
+ * exception: an outer join's padded side, a semi or anti join's right side (`flipsBy`), whose
+ * change flips rows of the other side; such a term adds those rows at S's new version and
+ * subtracts them at its old one (`linear`, `flips`). The Python side (mv/row_refresh.py) runs
+ * exactly that. An operator without a rule gives a reason code instead,
  * and the view refreshes in full.
  * {{{
  *   DeltaRules.steps(analysedPlan)
@@ -43,7 +47,8 @@ object DeltaRules {
       val (name, verdict) = if (keys) keyed(p, values) else rule(p)
       Step(depth, name, verdict.left.toOption, verdict.toOption) +: p.children.flatMap(walk(_, depth + 1))
     }
-    walk(plan, 0) ++ outputReasons(plan).map(r => Step(0, "output", None, Some(r)))
+    walk(plan, 0) ++ (outputReasons(plan) ++ (if (keys) Nil else planReasons(plan))).map(r =>
+      Step(0, "output", None, Some(r)))
   }
 
   /** The reason codes of `steps`, each once. */
@@ -165,10 +170,117 @@ object DeltaRules {
     j.joinType match {
       case _ if selfJoin(j) => (name, Right("SELF_JOIN"))
       case Inner | Cross => (name, Left("dL JOIN R(new) + L(old) JOIN dR"))
-      case LeftOuter | RightOuter | FullOuter => (name, Right("OUTER_JOIN"))
-      case LeftSemi | LeftAnti => (name, Right("SEMI_OR_ANTI_JOIN"))
+      case LeftOuter | RightOuter | FullOuter =>
+        (name, Left("dL JOIN R(new) + L(old) JOIN dR, the changed side's own rows padded; the other side's rows " +
+          "whose match the change brings or takes, padded with NULLs (+ at the new version, - at the old)"))
+      case LeftSemi => (name, Left("dL's rows with a match; L's rows whose match dR brings or takes"))
+      case LeftAnti => (name, Left("dL's rows without a match; L's rows whose match dR brings or takes"))
       case _ => (name, Right("SUBQUERY"))  // existence joins come from IN / EXISTS subqueries
     }
+  }
+
+  /**
+   * Whether `j`'s output is not linear in the rows `reads` marks: they are on the side an outer
+   * join pads, or the right side of a semi or anti join, where a row's match coming or going flips
+   * a row of the other side (padded, kept, dropped). Such a term is computed in two parts:
+   * `linear`, and `flips` at the changed source's new and old versions.
+   */
+  def flipsBy(j: Join, reads: LogicalPlan => Boolean): Boolean = !selfJoin(j) && (j.joinType match {
+    case LeftOuter | LeftSemi | LeftAnti => reads(j.right)
+    case RightOuter => reads(j.left)
+    case FullOuter => reads(j.left) || reads(j.right)
+    case _ => false
+  })
+
+  /** Whether `plan` has a join whose output is not linear in `table` (`flipsBy`). */
+  def flippedBy(plan: LogicalPlan, table: Seq[String]): Boolean =
+    plan.exists { case j: Join => flipsBy(j, readsTable(_, table)); case _ => false }
+
+  private def readsTable(plan: LogicalPlan, table: Seq[String]): Boolean = plan.exists {
+    case r: LogicalRelation => r.catalogTable.exists(_.identifier.nameParts.map(_.toLowerCase).endsWith(table))
+    case _ => false
+  }
+
+  /**
+   * The linear part of the change through the source `reads` marks: each join `flipsBy` it keeps
+   * only the change's own rows, joined (an outer join of the other side becomes inner; a FULL
+   * join, outer on the changed side only); a semi or anti join of a changed right side, none.
+   * {{{
+   *   linear(auctions LEFT JOIN bids, reads bids)   // auctions JOIN bids: the change's bids matched
+   * }}}
+   */
+  def linear(plan: LogicalPlan, reads: LogicalPlan => Boolean): LogicalPlan = plan.transformUp {
+    case j: Join if flipsBy(j, reads) => (j.joinType, reads(j.left)) match {
+      case (FullOuter, true) => j.copy(joinType = LeftOuter)
+      case (FullOuter, false) => j.copy(joinType = RightOuter)
+      case (LeftOuter | RightOuter, _) => j.copy(joinType = Inner)
+      case _ => LocalRelation(j.output)
+    }
+  }
+
+  /**
+   * The rows of the other side whose match the change of the source `reads` marks brings or takes,
+   * at one version of that source: the one join `flipsBy` it (the planner allows one per source)
+   * becomes `K SEMI JOIN M(change) ANTI JOIN M` (SEMI JOIN M for a semi join), K the side kept or
+   * padded, M the matched side, M(change) a copy of M whose reads of the source are replaced by
+   * the change (their attributes' ids are returned). Padded for an outer join; UNION branches
+   * without the join empty. Run at the new version (+) and at the old one (-), the difference is
+   * exactly the rows that flipped; rows that did not flip cancel.
+   * {{{
+   *   flips(auctions LEFT JOIN bids, reads bids)
+   *   // auctions SEMI JOIN bids(change) ANTI JOIN bids, with the bids' columns NULL
+   * }}}
+   */
+  def flips(plan: LogicalPlan, reads: LogicalPlan => Boolean): (LogicalPlan, Set[ExprId]) = {
+    val j = plan.collectFirst { case j: Join if flipsBy(j, reads) => j }.getOrElse(
+      throw new IllegalArgumentException("the query has no outer, semi or anti join whose match the change flips"))
+    val keptLeft = j.joinType match {
+      case RightOuter => false
+      case FullOuter => !reads(j.left)
+      case _ => true
+    }
+    val (kept, matched) = if (keptLeft) (j.left, j.right) else (j.right, j.left)
+    val copy = renewed(matched)
+    val ids = AttributeMap(matched.output.zip(copy.output))
+    val onCopy = j.condition.map(_.transform { case a: Attribute if ids.contains(a) => ids(a) })
+    val touched = Join(kept, copy, LeftSemi, onCopy, JoinHint.NONE)
+    val flipped = Join(touched, matched, if (j.joinType == LeftSemi) LeftSemi else LeftAnti, j.condition, JoinHint.NONE)
+    val out = j.joinType match {
+      case LeftSemi | LeftAnti => flipped
+      case _ => Project(j.output.map { a =>
+        if (kept.outputSet.contains(a)) a else Alias(Literal(null, a.dataType), a.name)(exprId = a.exprId)
+      }, flipped)
+    }
+    val pruned = plan.transformDown {
+      case u: Union => u.withNewChildren(u.children.map(c => if (c.exists(_ eq j)) c else LocalRelation(c.output)))
+    }
+    val changeIds = copy.collect { case r: LogicalRelation if reads(r) => r.output.map(_.exprId) }.flatten.toSet
+    (pruned.transformUp { case p if p eq j => out }, changeIds)
+  }
+
+  /** `plan` with every attribute it defines given a new id: a second copy of it in one plan. */
+  private def renewed(plan: LogicalPlan): LogicalPlan = plan.transformUpWithNewOutput {
+    case r: LogicalPlan with MultiInstanceRelation =>
+      val fresh = r.newInstance()
+      (fresh, r.output.zip(fresh.output))
+    case p: Project if p.projectList.exists(_.isInstanceOf[Alias]) =>
+      val list = p.projectList.map { case a: Alias => a.newInstance(); case e => e }
+      (p.copy(projectList = list), p.projectList.zip(list).collect { case (o: Alias, n) => (o.toAttribute, n.toAttribute) })
+    case g: Generate =>
+      val out = g.generatorOutput.map(_.newInstance())
+      (g.copy(generatorOutput = out), g.generatorOutput.zip(out))
+  }
+
+  /**
+   * Why a view of rows cannot be kept by these rules as a whole: a source on the flipping side of
+   * two joins (their flips would compound: not computed).
+   */
+  private def planReasons(plan: LogicalPlan): Seq[String] = {
+    val tables = plan.collectLeaves().collect {
+      case r: LogicalRelation if r.catalogTable.isDefined => r.catalogTable.get.identifier.nameParts.map(_.toLowerCase)
+    }.distinct
+    val stacked = tables.exists(t => plan.collect { case j: Join if flipsBy(j, readsTable(_, t)) => j }.size > 1)
+    if (stacked) Seq("STACKED_OUTER_JOINS") else Nil
   }
 
   /** Whether both sides of `j` read one table: its terms would each hold the change on one side only. */

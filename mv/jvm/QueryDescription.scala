@@ -412,7 +412,9 @@ object QueryDescription extends PredicateHelper {
         Some(Map("table" -> r.catalogTable.map(_.identifier.quotedString).orNull,
           "provider" -> (if (isDelta) "delta" else r.catalogTable.flatMap(_.provider).getOrElse("files")),
           "materialized_view" -> (isDelta && r.catalogTable.exists(isMaterializedView)),
-          "columns" -> r.output.map(_.name)))  // every column: a change feed carries them all
+          "columns" -> r.output.map(_.name),  // every column: a change feed carries them all
+          // a join's matches that this source's change flips (DeltaRules.flips): rows views add those terms
+          "flips" -> r.catalogTable.exists(t => DeltaRules.flippedBy(plan, t.identifier.nameParts.map(_.toLowerCase)))))
       case h: HiveTableRelation =>
         Some(Map("table" -> h.tableMeta.identifier.quotedString, "provider" -> "hive",
           "columns" -> h.output.map(_.name)))

@@ -3,7 +3,7 @@ package io.mvengine
 import scala.collection.mutable
 
 import org.apache.spark.sql.catalyst.FunctionIdentifier
-import org.apache.spark.sql.catalyst.expressions.{Alias, Expression, ExpressionInfo, Literal}
+import org.apache.spark.sql.catalyst.expressions.{Alias, ExprId, Expression, ExpressionInfo, Literal}
 import org.apache.spark.sql.catalyst.plans.logical.{LocalRelation, LogicalPlan, Project, Union}
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.execution.datasources.LogicalRelation
@@ -28,6 +28,8 @@ object SourceSubstitution {
   val changeFunctionName = "mv_substitute_change"
 
   val keysFunctionName = "mv_substitute_keys"
+
+  val flipsFunctionName = "mv_substitute_flips"
 
   def registration: (FunctionIdentifier, ExpressionInfo, Seq[Expression] => LogicalPlan) = (
     FunctionIdentifier(functionName),
@@ -59,6 +61,26 @@ object SourceSubstitution {
     throughChange(keysFunctionName, "A superset of the rows of query that changed_source's rows in replacement " +
       "reach.", keys = true)
 
+  /**
+   * The rows of a query of rows that a change through one source flips, at one version of it
+   * (DeltaRules.flips: an outer join's padded rows, a semi or anti join's rows, whose match came or
+   * went):
+   * {{{
+   *   SELECT * FROM mv_substitute_flips('<query>', 'bids', 'bid_changes', 'bids', 'bids VERSION AS OF 7', 'auctions', 'auctions')
+   * }}}
+   * as mv_substitute_change, the changed source's replacement giving its version, the third
+   * argument the change, which picks the other side's rows that may have flipped.
+   */
+  def flipsRegistration: (FunctionIdentifier, ExpressionInfo, Seq[Expression] => LogicalPlan) = (
+    FunctionIdentifier(flipsFunctionName),
+    new ExpressionInfo(getClass.getName, null, flipsFunctionName,
+      s"$flipsFunctionName(query, changed_source, change, source_table, replacement, ...) - The rows of query " +
+        "whose match changed_source's change brings or takes, at the version its replacement reads.", ""),
+    (args: Seq[Expression]) => {
+      val texts = strings(flipsFunctionName, args, 3)
+      substitute(texts.head +: texts.drop(3), Some(texts(1)), Flips(texts(2)))
+    })
+
   /** A table function `name(query, changed_source, source_table, replacement, ...)` described by `usage`. */
   private def throughChange(name: String, usage: String, keys: Boolean)
       : (FunctionIdentifier, ExpressionInfo, Seq[Expression] => LogicalPlan) = (
@@ -67,8 +89,14 @@ object SourceSubstitution {
       s"$name(query, changed_source, source_table, replacement, ...) - $usage", ""),
     (args: Seq[Expression]) => {
       val texts = strings(name, args, 2)
-      substitute(texts.head +: texts.drop(2), Some(texts(1)), keys)
+      substitute(texts.head +: texts.drop(2), Some(texts(1)), if (keys) Keys else Linear)
     })
+
+  /** How a term through one changed source rewrites the query before its sources are replaced. */
+  private sealed trait Term
+  private case object Linear extends Term
+  private case object Keys extends Term
+  private case class Flips(change: String) extends Term
 
   private def strings(name: String, args: Seq[Expression], leading: Int): Seq[String] = args match {
     case _ if args.size > leading && (args.size - leading) % 2 == 0 && args.forall {
@@ -81,7 +109,7 @@ object SourceSubstitution {
   }
 
   /** One pass, so a replacement's own reads of another source (its rows' regions) stay as they are. */
-  private def substitute(texts: Seq[String], changed: Option[String], keys: Boolean = false): LogicalPlan = {
+  private def substitute(texts: Seq[String], changed: Option[String], term: Term = Linear): LogicalPlan = {
     val queryText = texts.head
     val replacements = texts.tail.grouped(2).map(p => p(0) -> p(1)).toSeq
     val session = SparkSession.active
@@ -99,23 +127,39 @@ object SourceSubstitution {
       case r: LogicalRelation => r.catalogTable.exists(_.identifier.nameParts.map(_.toLowerCase).endsWith(parts))
       case _ => false
     }
+    var changeIds = Set.empty[ExprId]  // the relations a Flips term reads the change from
     val query = changed.map(parser.parseMultipartIdentifier(_).map(_.toLowerCase)).foldLeft(analyse(queryText)) {
       (plan, parts) =>
         val pruned = plan.transformDown {
           case u: Union => u.withNewChildren(u.children.map(c => if (reads(c, parts)) c else LocalRelation(c.output)))
         }
-        if (keys) DeltaRules.forKeys(pruned, reads(_, parts)) else pruned
+        term match {
+          case Keys => DeltaRules.forKeys(pruned, reads(_, parts))
+          case Linear => DeltaRules.linear(pruned, reads(_, parts))
+          case Flips(_) =>
+            val (flipped, ids) = DeltaRules.flips(pruned, reads(_, parts))
+            changeIds = ids
+            flipped
+        }
     }
+    val change = term match {
+      case Flips(text) => Some(analyse(s"SELECT * FROM $text"))
+      case _ => None
+    }
+    def aliased(relation: LogicalRelation, replacement: LogicalPlan, text: String) =
+      Project(relation.output.map { column =>
+        val from = replacement.output.find(a => resolver(a.name, column.name)).getOrElse(
+          throw new IllegalArgumentException(s"$text has no column ${column.name}"))
+        Alias(from, column.name)(exprId = column.exprId)
+      }, replacement)
     val replaced = mutable.Set[String]()
     val result = query.transformUp {
+      case relation: LogicalRelation if relation.output.exists(a => changeIds.contains(a.exprId)) =>
+        aliased(relation, change.get, "the change")
       case relation: LogicalRelation if target(relation).isDefined =>
         val (source, _, text, replacement) = target(relation).get
         replaced += source
-        Project(relation.output.map { column =>
-          val from = replacement.output.find(a => resolver(a.name, column.name)).getOrElse(
-            throw new IllegalArgumentException(s"$text has no column ${column.name}"))
-          Alias(from, column.name)(exprId = column.exprId)
-        }, replacement)
+        aliased(relation, replacement, text)
     }
     // A change's pruned branches may have held a source's only read.
     replacements.map(_._1).find(s => changed.isEmpty && !replaced.contains(s)).foreach { source =>
