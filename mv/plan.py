@@ -66,8 +66,8 @@ def by_windows(info: QueryInfo) -> bool:
 
 def weighed(info: QueryInfo) -> bool:
     """Whether AUTO weighs an incremental refresh of `info`'s query against a full one (mv/estimate.py):
-    windows by windows (window_refresh.weigh), rows and groups found by the change (row_refresh)."""
-    return by_windows(info) or info.shape == "rows" or info.keys_by_change
+    windows by windows (window_refresh.weigh), rows, partitions and groups found by the change (row_refresh)."""
+    return by_windows(info) or info.shape in ("rows", "partitions") or info.keys_by_change
 
 
 def _session_blockers(info: QueryInfo, columns: dict[str, set[str]], view_watermark: bool) -> list[str]:
@@ -96,13 +96,13 @@ def incremental_blockers(spark: SparkSession, info: QueryInfo, view_watermark: b
         blockers.append("SOURCE_NOT_DELTA")
     if info.group_by is None and info.shape == "aggregate":  # the others: window by window, or by delta rules
         blockers.append("NO_ROW_KEY")
-    if blockers or info.shape in ("other", "rows"):
+    if blockers or info.shape in ("other", "rows", "partitions"):  # the planner's reasons are the query's
         return blockers
     if info.shape == "window":
         return _window_blockers(spark, info, view_watermark)
     if info.keys_from_source or info.keys_by_change:
         return []
-    missing = [step["reason"] for step in info.maintenance if step["reason"]]  # the planner's, e.g. OUTER_JOIN
+    missing = [step["reason"] for step in info.maintenance if step["reason"]]  # the planner's, e.g. SELF_JOIN
     if missing:
         return list(dict.fromkeys(missing))
     return ["NOT_ONE_SOURCE"] if len(set(info.source_tables)) != 1 else ["GROUP_KEYS_NOT_SOURCE_COLUMNS"]

@@ -78,6 +78,10 @@ class QueryInfo:
     # A GROUP BY over one source, row by row, by its own columns: the touched groups are the change
     # feed rows' keys (mv/window_refresh.py's refresh_groups, which may combine them).
     keys_from_source: bool = False
+    # Shape `partitions` (OVER (PARTITION BY ...) at the top: top-N, deduplication): the output
+    # columns that carry the partition keys every top OVER shares; the touched partitions are
+    # recomputed (mv/row_refresh.py's refresh_partitions).
+    partition_by: list[str] | None = None
 
     def column_with_role(self, role: str) -> str | None:
         return next((c.name for c in self.output if c.window_role == role), None)
@@ -180,4 +184,4 @@ def describe(spark: SparkSession, query: str) -> QueryInfo:
     return QueryInfo(raw["shape"], raw["sources"], windows, output, raw["group_by"], raw["reasons"],
                      raw.get("combinable", False), tuple(raw.get("temporary_views", ())),
                      raw.get("views_fingerprint"), tuple(raw.get("maintenance") or ()),
-                     raw.get("keys_by_change", False), raw.get("keys_from_source", False))
+                     raw.get("keys_by_change", False), raw.get("keys_from_source", False), raw.get("partition_by"))

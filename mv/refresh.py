@@ -348,6 +348,8 @@ def _incremental(run: Run) -> tuple[RefreshState, Write]:
         return state, writes.STATE_ONLY
     if run.info.shape == "rows":
         return state, row_refresh.refresh_rows(run, changes, signs)
+    if run.info.shape == "partitions":
+        return state, row_refresh.refresh_partitions(run, changes, signs)
     if run.info.keys_by_change and not run.info.keys_from_source:
         return state, row_refresh.refresh_groups_by_change(run, changes, signs)
     if run.info.shape == "aggregate":

@@ -77,6 +77,34 @@ def refresh_groups_by_change(run: Run, changes: dict[str, DataFrame], signs: dic
     return window_refresh.recompute_groups(run, name, windows)
 
 
+def refresh_partitions(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, int]]) -> Write:
+    """A view whose top is OVER (PARTITION BY keys): top-N, deduplication, a running total per
+    auction. A change reaches the partitions of its rows, whose keys the query over the change
+    gives (as `refresh_groups_by_change`'s, the rank's filter dropped); those partitions are
+    recomputed (a semi-join on the keys, which Spark pushes below the OVER) and compared with the
+    view's rows of the same keys, and only the rows that differ are merged (writes.counted), so
+    a partition whose top rows stay put is not touched.
+
+    Example: the top 3 bids per auction, a bid of auction 7 deleted: auction 7's top 3 recomputed;
+    its fourth bid moves up (one insert), the deleted one goes (one delete).
+    """
+    parts = _parts(run, changes, signs, keys=True)
+    _weigh(run, parts, reads_view=True)
+    if not parts:
+        return writes.STATE_ONLY
+    keys = run.info.partition_by
+    touched = _union([_frame(run, source, f"SELECT {', '.join(quote(k) for k in keys)} FROM ({query}) q")
+                      for _, source, query in parts]).distinct()
+    name = run.temp_view(touched, "keys")
+    on = " AND ".join(f"v.{quote(k)} <=> k.{quote(k)}" for k in keys)
+    affected = f"LEFT SEMI JOIN {name} k ON {on}"  # a semi join on the partition keys goes below the OVER
+    recomputed = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.*, 1 AS {SIGN} FROM ({run.query}) v {affected}")
+    current = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.*, -1 AS {SIGN} FROM {run.view.name} v {affected}")
+    columns = [quote(c) for c in run.columns]
+    net = recomputed.unionByName(current).groupBy(*columns).agg(F.sum(SIGN).alias(N)).where(F.col(N) != 0)
+    return writes.counted(run, net)
+
+
 def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, int]],
            keys: bool = False) -> list[tuple[int, str, str]]:
     """(sign, source, query) for each non-empty side of each changed source's change: the view's query

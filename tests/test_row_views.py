@@ -8,7 +8,8 @@ feeds of a union), then every REFRESH is incremental and the view is exactly its
 (duplicates counted), a change that only adds rows appends them, and a view's change feed shows
 net changes. Rows over outer, semi and anti joins also flip the other side's rows whose match
 comes or goes (padded, kept, dropped). A GROUP BY or DISTINCT over outer, semi and anti joins, with
-HAVING, or over another aggregate recomputes the groups the change reaches. Operators without a
+HAVING, or over another aggregate recomputes the groups the change reaches, and a top OVER
+(PARTITION BY ...) (top-N, deduplication) the partitions it reaches. Operators without a
 rule (DISTINCT under rows, OVER, a self-join, a source on the padded side of two outer joins)
 refresh in full with their reason, EXPLAIN says so operator by operator, and INCREMENTAL STRICT
 refuses them.
@@ -61,8 +62,18 @@ FLIPPED = {  # rows over outer, semi and anti joins: a match that comes or goes 
     "outer_union": """SELECT a.id, b.price FROM {auctions} a LEFT JOIN {bids} b ON b.auction = a.id
                       UNION ALL SELECT auction, price FROM {asks}""",
 }
+RANKED = {  # OVER (PARTITION BY ...) at the top: the partitions a change reaches, recomputed
+    "top_two": """SELECT * FROM (SELECT b.*, row_number() OVER (PARTITION BY auction ORDER BY price DESC, id) AS r
+                  FROM {bids} b) WHERE r <= 2""",
+    "winning": """SELECT id, category, price, bidder FROM (SELECT a.id, a.category, b.price, b.id AS bidder,
+                  row_number() OVER (PARTITION BY a.id ORDER BY b.price DESC, b.id) AS rn
+                  FROM {auctions} a JOIN {bids} b ON a.id = b.auction) WHERE rn = 1""",
+    "running": """SELECT auction AS lot, id, sum(price) OVER (PARTITION BY auction ORDER BY id) AS so_far,
+                  count(*) OVER (PARTITION BY auction) AS bids FROM {bids}""",
+}
 VIEWS.update(GROUPED)
 VIEWS.update(FLIPPED)
+VIEWS.update(RANKED)
 SCENARIO = ("joined", "unioned", "by_category", "by_bucket")  # "duplicates": the tests below
 # Where a refresh of rows can stop: after reading the changes, and after its one commit (it writes
 # no late rows and keeps no open windows).
@@ -91,9 +102,13 @@ def refreshed(spark, view: str):
     return mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first()
 
 
+def last_version(spark, view: str) -> int:
+    return spark.sql(f"DESCRIBE HISTORY {view} LIMIT 1").first().version
+
+
 def view_changes(spark, view: str) -> Counter:
     """The change types of the view's last commit, from its own change feed."""
-    last = spark.sql(f"DESCRIBE HISTORY {view} LIMIT 1").first().version
+    last = last_version(spark, view)
     return Counter(r[0] for r in spark.sql(
         f"SELECT _change_type FROM table_changes('{view}', {last}, {last})").collect())
 
@@ -165,6 +180,19 @@ def test_rows_over_outer_semi_and_anti_joins_flip_as_matches_come_and_go(spark, 
     views = {kind: tables.view(kind) for kind in kinds}
     for _ in each_round_refreshed_incrementally_and_equal_to_its_query(spark, tables, views):
         pass
+
+
+@pytest.mark.parametrize("kinds", [("top_two", "winning"), pytest.param(("running",), marks=pytest.mark.slow)])
+def test_top_n_deduplication_and_over_recompute_only_the_partitions_their_change_reaches(spark, tables, kinds):
+    """The keys of the partitions a change reaches come from the query over the change (the rank's
+    filter dropped); those partitions are recomputed and only their rows that differ are merged."""
+    tables.run("INSERT INTO {bids} VALUES (1, 1, 10), (2, 1, 20), (3, 2, 15), (7, 1, 12), (8, 5, 3)")
+    tables.run("INSERT INTO {auctions} VALUES (1, 'books'), (2, 'games'), (3, 'books'), (6, 'toys')")
+    views = {kind: tables.view(kind) for kind in kinds}
+    for what in each_round_refreshed_incrementally_and_equal_to_its_query(spark, tables, views):
+        if what == "new bids and auctions" and "top_two" in views:  # auction 1 kept its top two bids
+            assert all(r.auction != 1 for r in spark.sql(f"SELECT * FROM table_changes('{views['top_two']}', "
+                                                         f"{last_version(spark, views['top_two'])})").collect())
 
 
 def test_a_group_key_renamed_to_another_source_columns_name_is_found_by_its_values(spark, tables):

@@ -132,11 +132,13 @@ object DeltaRules {
     values.toSet
   }
 
-  private def aboveAggregate(f: Filter): Boolean = f.child.exists(c => c.isInstanceOf[Aggregate] || c.isInstanceOf[Distinct])
+  private def aboveAggregate(f: Filter): Boolean =
+    f.child.exists(c => c.isInstanceOf[Aggregate] || c.isInstanceOf[Distinct] || c.isInstanceOf[Window])
 
   /**
    * `plan`, whose `changed` side reads one changed source's rows, rewritten so that it outputs a
-   * superset of the rows that change reaches (the `reach` rules): filters over aggregates dropped;
+   * superset of the rows that change reaches (the `reach` rules): filters over aggregates or OVER
+   * (a top-N's rank) dropped;
    * an outer join whose preserved side is not the changed one joins only the rows the change
    * matches, each output both matched and padded with NULLs (its match may have come or gone);
    * an anti join of a changed right side becomes a semi join (the left rows whose absence changed).

@@ -24,9 +24,9 @@ import org.apache.spark.sql.types.StringType
  *   SELECT description FROM mv_describe('SELECT ... FROM TUMBLE(...) GROUP BY ...')
  * }}}
  * Shapes: `window` (every output row belongs to one window of a window function and depends only
- * on source rows in that window's time range), `aggregate` (GROUP BY without windows), `rows`
- * (neither, every operator with a delta rule: DeltaRules.scala, whose steps `maintenance` lists),
- * `other` (refreshed in full).
+ * on source rows in that window's time range), `aggregate` (GROUP BY without windows), `partitions`
+ * (OVER (PARTITION BY ...) at the top: top-N, deduplication), `rows` (none of these, every operator
+ * with a delta rule: DeltaRules.scala, whose steps `maintenance` lists), `other` (refreshed in full).
  */
 object QueryDescription extends PredicateHelper {
 
@@ -83,6 +83,13 @@ object QueryDescription extends PredicateHelper {
       }
       maintenance = groupsByChange(plan)
       "aggregate"
+    } else if (windows.isEmpty && partitionBy(plan).isDefined) {
+      // OVER (PARTITION BY ...) at the top (top-N, deduplication): the partitions the change reaches
+      // are recomputed, their keys found as a GROUP BY's are (DeltaRules' rules for finding keys).
+      maintenance = partitionsByChange(plan)
+      val missing = DeltaRules.reasons(maintenance)
+      reasons ++= missing
+      if (missing.isEmpty) "partitions" else "other"
     } else if (windows.isEmpty) {
       // Rows: kept by the delta rules when every operator has one (DeltaRules.scala).
       maintenance = DeltaRules.steps(plan)
@@ -100,6 +107,7 @@ object QueryDescription extends PredicateHelper {
       "windows" -> windows.map(describeWindow),
       "output" -> output,
       "group_by" -> groupBy(plan).orNull,
+      "partition_by" -> (if (shape == "partitions") partitionBy(plan).orNull else null),
       "combinable" -> (kinds.nonEmpty && plan.output.forall(a => kinds.contains(a.exprId))),
       "reasons" -> reasons.toSeq,
       "maintenance" -> maintenance.map(_.toMap),
@@ -299,6 +307,62 @@ object QueryDescription extends PredicateHelper {
     }
     val steps = walk(plan, 0)
     if (steps.exists(s => s.operator == "Aggregate" || s.operator == "Distinct")) steps else Nil
+  }
+
+  /**
+   * The OVER (...) functions at the top of `plan` (under projections, filters, ORDER BY, aliases):
+   * Spark's Window operators, one per distinct partitioning and ordering, stacked.
+   */
+  private def topWindows(plan: LogicalPlan): Seq[Window] = plan match {
+    case w: Window => w +: topWindows(w.child)
+    case p @ (_: Project | _: Filter | _: Sort | _: SubqueryAlias) => topWindows(p.children.head)
+    case _ => Nil
+  }
+
+  /**
+   * The output columns that carry the partition keys every top OVER (...) shares (top-N,
+   * deduplication: `ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC)`): a change
+   * reaches the partitions of its rows, and recomputing a coarser partition recomputes the finer
+   * ones in it. None without a top OVER, or when no shared key is an output column as itself.
+   */
+  private def partitionBy(plan: LogicalPlan): Option[Seq[String]] = {
+    val windows = topWindows(plan)
+    val shared = windows.map(_.partitionSpec.collect { case a: Attribute => a.exprId }.toSet)
+      .reduceOption(_ & _).getOrElse(Set.empty)
+    val byName = mutable.Map[ExprId, String]()
+    plan.output.foreach(a => byName(a.exprId) = a.name)
+    plan.foreach(_.expressions.foreach {  // an output column that renames a key: `SELECT auction AS id`
+      case alias @ Alias(a: Attribute, _) if byName.contains(alias.exprId) => byName(a.exprId) = byName(alias.exprId)
+      case _ =>
+    })
+    val keys = windows.headOption.toSeq.flatMap(_.partitionSpec).collect {
+      case a: Attribute if shared.contains(a.exprId) && byName.contains(a.exprId) => byName(a.exprId)
+    }.distinct
+    if (windows.nonEmpty && keys.nonEmpty) Some(keys) else None
+  }
+
+  /**
+   * The steps of a view whose top is OVER (PARTITION BY ...): filters and projections above it are
+   * applied when the partitions are recomputed; below it, the rules for finding keys (a superset
+   * of the rows a change reaches), as below a GROUP BY. A key that is an aggregate's result is
+   * partial over the change (GROUP_BY_AGGREGATE_VALUE).
+   */
+  private def partitionsByChange(plan: LogicalPlan): Seq[DeltaRules.Step] = {
+    val values = DeltaRules.aggregateValues(plan)
+    def walk(p: LogicalPlan, depth: Int): Seq[DeltaRules.Step] = p match {
+      case w: Window if w.partitionSpec.exists(DeltaRules.readsValues(_, values)) =>
+        Seq(DeltaRules.Step(depth, "Window (OVER)", None, Some("GROUP_BY_AGGREGATE_VALUE")))
+      case w: Window =>
+        DeltaRules.Step(depth, "Window (OVER)", Some("the partitions the change reaches, recomputed"), None) +:
+          walk(w.child, depth + 1)
+      case f: Filter if topWindows(f.child).nonEmpty =>
+        DeltaRules.Step(depth, "Filter", Some("applied when the partitions are recomputed"), None) +: walk(f.child, depth + 1)
+      case _: Project | _: Sort | _: SubqueryAlias if topWindows(p).nonEmpty =>
+        DeltaRules.Step(depth, p.nodeName, Some("rows pass through"), None) +: walk(p.children.head, depth + 1)
+      case _ => DeltaRules.steps(p, keys = true, values).filterNot(_.operator == "output")
+        .map(s => s.copy(depth = s.depth + depth))
+    }
+    walk(plan, 0)
   }
 
   /** A SELECT DISTINCT (under ORDER BY or an alias): its rows are its groups, keyed by every column. */
