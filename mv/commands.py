@@ -289,7 +289,7 @@ def explain(spark: SparkSession, statement: Explain) -> list[tuple]:
         chosen = plan.Plan("full", "FULL_CHEAPER")
     unweighed = "none: nothing to weigh (no pending change, a full refresh, or not a window query)"
     return [("technique", chosen.technique), ("reason", chosen.reason), ("shape", info.shape),
-            ("sources", ", ".join(info.source_tables)), ("row_key", ", ".join(info.group_by or [])),
+            ("sources", ", ".join(info.source_tables)), ("row_key", ", ".join(info.group_by or info.partition_by or [])),
             ("estimate", weighed.describe() if weighed else unweighed)] + _operators(info) + deploy
 
 

@@ -28,6 +28,7 @@ class Table:
     bytes: int | None = None  # its files' size, from its checksum (None without one)
     change_bytes: int | None = None  # what its change feed after the version asked for holds (`lookup`'s `after`)
     schema: str | None = field(default=None, compare=False)  # Delta's schema JSON (None: not a Delta table)
+    change_retracts: bool | None = None  # whether that change feed takes rows away (updates, deletes)
 
     @property
     def column_types(self) -> dict[str, str] | None:
@@ -51,10 +52,11 @@ class Table:
 def lookup(spark: SparkSession, names: list[str], after: dict[str, int] | None = None) -> dict[str, Table]:
     """Each table's latest version, Delta table id and properties, in one query; a name with no
     table gets a row too (`exists` False). A table with a version in `after` also gets the bytes
-    of its change feed since then (`change_bytes`, from the log)."""
+    of its change feed since then (`change_bytes`, from the log) and whether it takes rows away
+    (`change_retracts`)."""
     if not names:
         return {}
     args = [f"{name}@{after[name]}" if name in (after or {}) else name for name in names]
     rows = spark.sql(f"SELECT * FROM mv_delta_tables({', '.join(map(sql_string, args))})").collect()
     return {row.name: Table(row.version, row.id, row.changed_outside, row.small, dict(row.properties or {}),
-                            row.exists, row.bytes, row.change_bytes, row.schema) for row in rows}
+                            row.exists, row.bytes, row.change_bytes, row.schema, row.change_retracts) for row in rows}

@@ -4,9 +4,12 @@ the cheaper, with its own reason (FULL_CHEAPER); EXPLAIN shows the estimate and 
 Oracles: the view's query recomputed in full, and a twin view under REFRESH POLICY INCREMENTAL,
 which never switches.
 """
+from dataclasses import replace
+
 import pytest
 
-from mv.estimate import MB, Past, weigh
+from mv.delta_tables import Table
+from mv.estimate import MB, Past, joined, weigh
 from mv.settings import session_settings
 
 SOURCE = "est_bids"
@@ -49,6 +52,19 @@ def test_the_fixed_part_already_spent_reading_the_change_is_not_counted_again():
 def test_a_technique_not_yet_seen_takes_the_others_rate():
     estimate = weigh(50 * MB, 1000 * MB, [Past("full", 1000 * MB, 30.0)])
     assert (estimate.incremental_s, estimate.full_s, estimate.cheaper) == (1.5, 30.0, "incremental")
+
+
+def test_a_change_over_several_sources_is_weighed_with_what_its_terms_join_it_to():
+    """Before it is read: a dimension's update joins the whole fact twice (its two signs), twice more
+    through an outer join's flipped rows, and takes rows from the view (read and merged)."""
+    fact, dimension, view = Table(5, "f", bytes=90 * MB), Table(3, "d", bytes=MB), Table(9, "v", bytes=40 * MB)
+    updated = replace(dimension, change_bytes=MB // 10, change_retracts=True)
+    tables = {"fact": fact, "dim": updated, "v": view}
+    assert joined(tables, "v", ["fact", "dim"]) == 2 * 90 * MB + 2 * 40 * MB
+    assert joined(tables, "v", ["fact", "dim"], flipping=["dim"]) == 4 * 90 * MB + 2 * 40 * MB
+    appended = {**tables, "dim": dimension, "fact": replace(fact, change_bytes=MB, change_retracts=False)}
+    assert joined(appended, "v", ["fact", "dim"]) == MB  # the dimension once, the view not read
+    assert joined(tables, "v", ["dim"]) == 0  # one source: nothing joined
 
 
 def test_a_small_change_is_not_switched_whatever_the_estimate():

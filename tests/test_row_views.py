@@ -249,6 +249,15 @@ def test_explain_lists_each_operator_with_its_rule(spark, tables):
     assert sum("its change feed, signed" in o for o in operators) == 2
 
 
+def test_explain_shows_a_top_n_kept_by_its_partitions(spark, tables):
+    view = tables.view("top_two")
+    explained = mv.sql(spark, f"EXPLAIN MATERIALIZED VIEW {view}").collect()
+    assert dict((r[0], r[1]) for r in explained if r[0] != "operator")["row_key"] == "auction"
+    operators = [r[1] for r in explained if r[0] == "operator"]
+    assert any("Window (OVER): the partitions the change reaches, recomputed" in o for o in operators), operators
+    assert any("Filter: applied when the partitions are recomputed" in o for o in operators), operators
+
+
 STEPS = st.lists(st.sampled_from([
     "INSERT INTO {bids} VALUES ({k}, {a}, {p})", "INSERT INTO {auctions} VALUES ({a}, 'c{p}')",
     "INSERT INTO {asks} VALUES ({k}, {a}, {p})", "UPDATE {bids} SET price = {p} WHERE id % 3 = {k} % 3",

@@ -27,7 +27,8 @@ import org.apache.spark.sql.types.{BooleanType, DataType, DoubleType, LongType, 
  *                                                         -- properties, exists, bytes, schema
  *                                                         -- (Delta's schema JSON): a row per name
  *   SELECT * FROM mv_delta_tables('bids@7')               -- and change_bytes: what its change feed
- *                                                         -- after version 7 holds
+ *                                                         -- after version 7 holds, change_retracts:
+ *                                                         -- whether it takes rows away
  *   SELECT * FROM mv_refresh_history                      -- every refresh of the database's views
  *   SELECT * FROM mv_refresh_history('db', 'hourly')      -- one view's
  *   SELECT * FROM mv_refresh_history('db', '', '1')       -- each view's latest refresh
@@ -90,21 +91,23 @@ object DeltaTables {
         case _: NoSuchTableException | _: NoSuchDatabaseException | _: NoSuchNamespaceException => None
       }
       table match {
-        case None => Row(name, -1L, null, null, false, null, false, null, null, null)
+        case None => Row(name, -1L, null, null, false, null, false, null, null, null, null)
         case Some(t) if !DeltaTableUtils.isDeltaTable(t) =>
-          Row(name, -1L, null, null, false, t.properties, true, null, null, null)
+          Row(name, -1L, null, null, false, t.properties, true, null, null, null, null)
         case Some(t) =>
           val log = DeltaLog.forTable(spark, t)
           val snapshot = log.update(catalogTableOpt = Some(t))
           Row(name, snapshot.version, snapshot.metadata.id, outsideChange(log, snapshot).map(Long.box).orNull,
             SmallDeltaScans.listed(snapshot).isDefined, snapshot.metadata.configuration, true,
             snapshot.checksumOpt.map(c => Long.box(c.tableSizeBytes)).orNull,
-            after.flatMap(changeBytes(log, _, snapshot.version)).map(Long.box).orNull, snapshot.metadata.schemaString)
+            after.flatMap(changeBytes(log, _, snapshot.version)).map(Long.box).orNull, snapshot.metadata.schemaString,
+            after.flatMap(changeRetracts(log, _, snapshot.version)).map(Boolean.box).orNull)
       }
     }
     LocalRelation.fromExternalRows(output("name" -> StringType, "version" -> LongType, "id" -> StringType,
       "changed_outside" -> LongType, "small" -> BooleanType, "properties" -> MapType(StringType, StringType),
-      "exists" -> BooleanType, "bytes" -> LongType, "change_bytes" -> LongType, "schema" -> StringType), rows)
+      "exists" -> BooleanType, "bytes" -> LongType, "change_bytes" -> LongType, "schema" -> StringType,
+      "change_retracts" -> BooleanType), rows)
   }
 
   /**
@@ -120,6 +123,19 @@ object DeltaTables {
         else total(actions.collect { case a: AddFile if a.dataChange => Some(a.size)
                                      case r: RemoveFile if r.dataChange => r.size })
       }))
+
+  /**
+   * Whether the change feed of versions after `after` up to `latest` takes rows away (an update's
+   * pre-images, a delete): a commit removed data files or wrote change files. None when a commit
+   * is gone.
+   */
+  private def changeRetracts(log: DeltaLog, after: Long, latest: Long): Option[Boolean] =
+    if (after >= latest) Some(false)
+    else commits(log, after + 1, latest).map(_.exists { case (_, actions) => actions.exists {
+      case r: RemoveFile => r.dataChange
+      case _: AddCDCFile => true
+      case _ => false
+    } })
 
   /** The log's commits `first` to `last`, read from their files in the driver; None when one of
    *  them is no longer in the log (log cleanup removed it). */
