@@ -8,8 +8,8 @@ feeds of a union), then every REFRESH is incremental and the view is exactly its
 (duplicates counted), a change that only adds rows appends them, and a view's change feed shows
 net changes. Rows over outer, semi and anti joins also flip the other side's rows whose match
 comes or goes (padded, kept, dropped). A GROUP BY or DISTINCT over outer, semi and anti joins, with
-HAVING, or over another aggregate recomputes the groups the change reaches, and a top OVER
-(PARTITION BY ...) (top-N, deduplication) the partitions it reaches. Operators without a
+HAVING, or over another aggregate recomputes the groups the change reaches (a top OVER
+(PARTITION BY ...): tests/test_partition_views.py). Operators without a
 rule (DISTINCT under rows, OVER, a self-join, a source on the padded side of two outer joins)
 refresh in full with their reason, EXPLAIN says so operator by operator, and INCREMENTAL STRICT
 refuses them.
@@ -62,18 +62,8 @@ FLIPPED = {  # rows over outer, semi and anti joins: a match that comes or goes 
     "outer_union": """SELECT a.id, b.price FROM {auctions} a LEFT JOIN {bids} b ON b.auction = a.id
                       UNION ALL SELECT auction, price FROM {asks}""",
 }
-RANKED = {  # OVER (PARTITION BY ...) at the top: the partitions a change reaches, recomputed
-    "top_two": """SELECT * FROM (SELECT b.*, row_number() OVER (PARTITION BY auction ORDER BY price DESC, id) AS r
-                  FROM {bids} b) WHERE r <= 2""",
-    "winning": """SELECT id, category, price, bidder FROM (SELECT a.id, a.category, b.price, b.id AS bidder,
-                  row_number() OVER (PARTITION BY a.id ORDER BY b.price DESC, b.id) AS rn
-                  FROM {auctions} a JOIN {bids} b ON a.id = b.auction) WHERE rn = 1""",
-    "running": """SELECT auction AS lot, id, sum(price) OVER (PARTITION BY auction ORDER BY id) AS so_far,
-                  count(*) OVER (PARTITION BY auction) AS bids FROM {bids}""",
-}
 VIEWS.update(GROUPED)
 VIEWS.update(FLIPPED)
-VIEWS.update(RANKED)
 SCENARIO = ("joined", "unioned", "by_category", "by_bucket")  # "duplicates": the tests below
 # Where a refresh of rows can stop: after reading the changes, and after its one commit (it writes
 # no late rows and keeps no open windows).
@@ -166,8 +156,8 @@ def test_groups_over_outer_and_anti_joins_having_and_nested_aggregates_refresh_b
         pass
 
 
-@pytest.mark.parametrize("kinds", [("unlisted", "either_rows"),
-                                   pytest.param(("offered", "with_bids", "without_bids", "chained", "outer_union"),
+@pytest.mark.parametrize("kinds", [("unlisted",),
+                                   pytest.param(("either_rows", "offered", "with_bids", "without_bids", "chained", "outer_union"),
                                                 marks=pytest.mark.slow)])
 def test_rows_over_outer_semi_and_anti_joins_flip_as_matches_come_and_go(spark, tables, kinds):
     """A bid whose auction is deleted becomes padded with NULLs, and matched again when it comes
@@ -180,19 +170,6 @@ def test_rows_over_outer_semi_and_anti_joins_flip_as_matches_come_and_go(spark, 
     views = {kind: tables.view(kind) for kind in kinds}
     for _ in each_round_refreshed_incrementally_and_equal_to_its_query(spark, tables, views):
         pass
-
-
-@pytest.mark.parametrize("kinds", [("top_two", "winning"), pytest.param(("running",), marks=pytest.mark.slow)])
-def test_top_n_deduplication_and_over_recompute_only_the_partitions_their_change_reaches(spark, tables, kinds):
-    """The keys of the partitions a change reaches come from the query over the change (the rank's
-    filter dropped); those partitions are recomputed and only their rows that differ are merged."""
-    tables.run("INSERT INTO {bids} VALUES (1, 1, 10), (2, 1, 20), (3, 2, 15), (7, 1, 12), (8, 5, 3)")
-    tables.run("INSERT INTO {auctions} VALUES (1, 'books'), (2, 'games'), (3, 'books'), (6, 'toys')")
-    views = {kind: tables.view(kind) for kind in kinds}
-    for what in each_round_refreshed_incrementally_and_equal_to_its_query(spark, tables, views):
-        if what == "new bids and auctions" and "top_two" in views:  # auction 1 kept its top two bids
-            assert all(r.auction != 1 for r in spark.sql(f"SELECT * FROM table_changes('{views['top_two']}', "
-                                                         f"{last_version(spark, views['top_two'])})").collect())
 
 
 def test_a_group_key_renamed_to_another_source_columns_name_is_found_by_its_values(spark, tables):
@@ -247,15 +224,6 @@ def test_explain_lists_each_operator_with_its_rule(spark, tables):
     assert any("Join INNER: dL JOIN R(new) + L(old) JOIN dR" in o for o in operators)
     assert any(o.startswith("  ") and "Filter: rows pass through" in o for o in operators)
     assert sum("its change feed, signed" in o for o in operators) == 2
-
-
-def test_explain_shows_a_top_n_kept_by_its_partitions(spark, tables):
-    view = tables.view("top_two")
-    explained = mv.sql(spark, f"EXPLAIN MATERIALIZED VIEW {view}").collect()
-    assert dict((r[0], r[1]) for r in explained if r[0] != "operator")["row_key"] == "auction"
-    operators = [r[1] for r in explained if r[0] == "operator"]
-    assert any("Window (OVER): the partitions the change reaches, recomputed" in o for o in operators), operators
-    assert any("Filter: applied when the partitions are recomputed" in o for o in operators), operators
 
 
 STEPS = st.lists(st.sampled_from([

@@ -1,0 +1,54 @@
+"""Views whose top is OVER (PARTITION BY ...): top-N, deduplication, running totals (shape
+`partitions`), kept by recomputing the partitions a change reaches.
+
+Given a top-two per auction, the winning bid of each auction over a join, and running totals per
+auction, when bids and auctions get inserts, updates and deletes (the ROUNDS of
+tests/test_row_views.py), then every REFRESH is incremental and the view is exactly its query
+recomputed, a partition whose rows stay put is not touched, and EXPLAIN names the partition keys.
+"""
+from __future__ import annotations
+
+import pytest
+
+import mv
+from tests.test_row_views import TABLES, each_round_refreshed_incrementally_and_equal_to_its_query, last_version
+from tests.view_sources import Sources
+
+RANKED = {  # OVER (PARTITION BY ...) at the top: the partitions a change reaches, recomputed
+    "top_two": """SELECT * FROM (SELECT b.*, row_number() OVER (PARTITION BY auction ORDER BY price DESC, id) AS r
+                  FROM {bids} b) WHERE r <= 2""",
+    "winning": """SELECT id, category, price, bidder FROM (SELECT a.id, a.category, b.price, b.id AS bidder,
+                  row_number() OVER (PARTITION BY a.id ORDER BY b.price DESC, b.id) AS rn
+                  FROM {auctions} a JOIN {bids} b ON a.id = b.auction) WHERE rn = 1""",
+    "running": """SELECT auction AS lot, id, sum(price) OVER (PARTITION BY auction ORDER BY id) AS so_far,
+                  count(*) OVER (PARTITION BY auction) AS bids FROM {bids}""",
+}
+
+
+@pytest.fixture
+def tables(spark):
+    made = Sources(spark, "pv", TABLES, RANKED)
+    yield made
+    made.drop()
+
+
+@pytest.mark.parametrize("kinds", [("winning",), pytest.param(("top_two", "running"), marks=pytest.mark.slow)])
+def test_top_n_deduplication_and_over_recompute_only_the_partitions_their_change_reaches(spark, tables, kinds):
+    """The keys of the partitions a change reaches come from the query over the change (the rank's
+    filter dropped); those partitions are recomputed and only their rows that differ are merged."""
+    tables.run("INSERT INTO {bids} VALUES (1, 1, 10), (2, 1, 20), (3, 2, 15), (7, 1, 12), (8, 5, 3)")
+    tables.run("INSERT INTO {auctions} VALUES (1, 'books'), (2, 'games'), (3, 'books'), (6, 'toys')")
+    views = {kind: tables.view(kind) for kind in kinds}
+    for what in each_round_refreshed_incrementally_and_equal_to_its_query(spark, tables, views):
+        if what == "new bids and auctions" and "top_two" in views:  # auction 1 kept its top two bids
+            assert all(r.auction != 1 for r in spark.sql(f"SELECT * FROM table_changes('{views['top_two']}', "
+                                                         f"{last_version(spark, views['top_two'])})").collect())
+
+
+def test_explain_shows_a_top_n_kept_by_its_partitions(spark, tables):
+    view = tables.view("top_two")
+    explained = mv.sql(spark, f"EXPLAIN MATERIALIZED VIEW {view}").collect()
+    assert dict((r[0], r[1]) for r in explained if r[0] != "operator")["row_key"] == "auction"
+    operators = [r[1] for r in explained if r[0] == "operator"]
+    assert any("Window (OVER): the partitions the change reaches, recomputed" in o for o in operators), operators
+    assert any("Filter: applied when the partitions are recomputed" in o for o in operators), operators
