@@ -156,7 +156,7 @@ def test_groups_over_outer_and_anti_joins_having_and_nested_aggregates_refresh_b
         pass
 
 
-@pytest.mark.parametrize("kinds", [("unlisted",),
+@pytest.mark.parametrize("kinds", [pytest.param(("unlisted",), marks=pytest.mark.compat),  # Catalyst rewrites
                                    pytest.param(("either_rows", "offered", "with_bids", "without_bids", "chained", "outer_union"),
                                                 marks=pytest.mark.slow)])
 def test_rows_over_outer_semi_and_anti_joins_flip_as_matches_come_and_go(spark, tables, kinds):
