@@ -104,7 +104,6 @@ def joined(tables: dict[str, Table], view: str, sources: list[str], flipping: li
     return work + (2 * tables[view].bytes if retracts else 0)
 
 
-
 @dataclass(frozen=True)
 class Estimate:
     """The rest of the refresh, incrementally and in full: bytes, and seconds when past refreshes tell."""
@@ -183,8 +182,7 @@ def before_reading(spark: SparkSession, view: str, sizes: Sizes) -> Estimate | N
     WEIGH_CHANGE of the full refresh's work."""
     if sizes.change is None or sizes.full is None or sizes.change + sizes.joined < WEIGH_CHANGE * sizes.full:
         return None
-    found = weigh(sizes.change + sizes.joined, sizes.full, past(spark, view), _min_work(spark))
-    return replace(found, at_least=True, small_change=sizes.small_change and not sizes.joined)
+    return replace(weigh(sizes.change + sizes.joined, sizes.full, past(spark, view), _min_work(spark)), at_least=True)
 
 
 def planned(spark: SparkSession, view: str, query: str, incremental: tuple[str | None, str], sizes: Sizes,

@@ -46,9 +46,7 @@ def refresh_rows(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[
     if not retracts:  # only rows added: appended as they are, duplicates too
         return writes.append(_union([_frame(run, source, query) for _, source, query in parts]))
     signed = _union([_frame(run, source, f"SELECT *, {sign} AS {SIGN} FROM ({query}) q") for sign, source, query in parts])
-    columns = [quote(c) for c in run.columns]
-    net = signed.groupBy(*columns).agg(F.sum(SIGN).alias(N)).where(F.col(N) != 0)
-    return writes.counted(run, net)
+    return writes.counted(run, _netted(run, signed))
 
 
 def refresh_groups_by_change(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, int]]) -> Write:
@@ -65,8 +63,7 @@ def refresh_groups_by_change(run: Run, changes: dict[str, DataFrame], signs: dic
     _weigh(run, parts, reads_view=True)
     if not parts:
         return writes.STATE_ONLY
-    keys = ", ".join(quote(k) for k in run.info.group_by)
-    touched = _union([_frame(run, source, f"SELECT {keys} FROM ({query}) q") for _, source, query in parts]).distinct()
+    touched = _touched(run, parts, run.info.group_by)
     if not run.info.windows:
         return window_refresh.recompute_groups(run, run.temp_view(touched, "keys"))
     touched = touched.cache()  # read twice: for the windows' time ranges, then by the semi-join
@@ -93,16 +90,25 @@ def refresh_partitions(run: Run, changes: dict[str, DataFrame], signs: dict[str,
     if not parts:
         return writes.STATE_ONLY
     keys = run.info.partition_by
-    touched = _union([_frame(run, source, f"SELECT {', '.join(quote(k) for k in keys)} FROM ({query}) q")
-                      for _, source, query in parts]).distinct()
-    name = run.temp_view(touched, "keys")
+    name = run.temp_view(_touched(run, parts, keys), "keys")
     on = " AND ".join(f"v.{quote(k)} <=> k.{quote(k)}" for k in keys)
     affected = f"LEFT SEMI JOIN {name} k ON {on}"  # a semi join on the partition keys goes below the OVER
     recomputed = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.*, 1 AS {SIGN} FROM ({run.query}) v {affected}")
     current = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.*, -1 AS {SIGN} FROM {run.view.name} v {affected}")
+    return writes.counted(run, _netted(run, recomputed.unionByName(current)))
+
+
+def _touched(run: Run, parts: list[tuple[int, str, str]], keys: list[str]) -> DataFrame:
+    """The distinct `keys` the terms `parts` (rewritten to find keys) output: the groups or
+    partitions their changes reach."""
+    columns = ", ".join(quote(k) for k in keys)
+    return _union([_frame(run, source, f"SELECT {columns} FROM ({query}) q") for _, source, query in parts]).distinct()
+
+
+def _netted(run: Run, signed: DataFrame) -> DataFrame:
+    """`signed`'s rows (the view's columns and SIGN) netted per distinct row: N, never 0."""
     columns = [quote(c) for c in run.columns]
-    net = recomputed.unionByName(current).groupBy(*columns).agg(F.sum(SIGN).alias(N)).where(F.col(N) != 0)
-    return writes.counted(run, net)
+    return signed.groupBy(*columns).agg(F.sum(SIGN).alias(N)).where(F.col(N) != 0)
 
 
 def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, int]],
@@ -116,7 +122,7 @@ def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, i
         if source not in changes:
             continue
         before = {s: run.source(s) for s in sources[:i]}
-        after = {s: f"{s} VERSION AS OF {run.previous.sources[s]}" for s in sources[i + 1:]
+        after = {s: run.previous_source(s) for s in sources[i + 1:]
                  if run.previous.sources.get(s, -1) != run.targets[s]}
         for sign in (1, -1):
             if signs[source].get(sign):
@@ -124,8 +130,7 @@ def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, i
                 parts.append((sign, source, run.query_over({**before, **after, source: rows}, changed=source, keys=keys)))
         if source in run.info.flipping and not keys:  # the other side's rows whose match came or went
             change = run.temp_view(changes[source], f"change_{i}")
-            old = f"{source} VERSION AS OF {run.previous.sources[source]}"
-            for sign, version in ((1, run.source(source)), (-1, old)):
+            for sign, version in ((1, run.source(source)), (-1, run.previous_source(source))):
                 parts.append((sign, source, run.query_over({**before, **after, source: version}, source, flips=change)))
     return parts
 

@@ -94,6 +94,11 @@ class Run:
             return table
         return f"{table} VERSION AS OF {self.targets[table]}"
 
+    def previous_source(self, table: str) -> str:
+        """The source `table` as of the version the previous refresh read to (`bids VERSION AS OF 5`):
+        a term of another source's change reads it there, as do an outer join's flips at the old side."""
+        return f"{table} VERSION AS OF {self.previous.sources[table]}"
+
     @property
     def query(self) -> str:
         """The view's query over its sources as of this refresh's versions (`source`)."""
@@ -108,9 +113,12 @@ class Run:
         with `flips`, the view holding that source's change, the rows of the other side of an outer,
         semi or anti join whose match it brings or takes, at the version `replaced` gives the source."""
         pairs = [x for table in self.info.source_tables for x in (table, replaced.get(table) or self.source(table))]
-        function = "mv_substitute_keys" if keys else "mv_substitute_change"
-        function, leading = ("mv_substitute_flips", [changed, flips]) if flips else (function, [changed])
-        function, leading = (function, leading) if changed else ("mv_substitute", [])
+        if not changed:
+            function, leading = "mv_substitute", []
+        elif flips:
+            function, leading = "mv_substitute_flips", [changed, flips]
+        else:
+            function, leading = "mv_substitute_keys" if keys else "mv_substitute_change", [changed]
         return f"SELECT * FROM {function}(" + ", ".join(
             sql_string(x) for x in [self.view.definition.query, *leading] + pairs) + ")"
 

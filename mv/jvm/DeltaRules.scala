@@ -198,10 +198,20 @@ object DeltaRules {
   def flippedBy(plan: LogicalPlan, table: Seq[String]): Boolean =
     plan.exists { case j: Join => flipsBy(j, readsTable(_, table)); case _ => false }
 
-  private def readsTable(plan: LogicalPlan, table: Seq[String]): Boolean = plan.exists {
-    case r: LogicalRelation => r.catalogTable.exists(_.identifier.nameParts.map(_.toLowerCase).endsWith(table))
+  /** Whether `relation` is the catalog table whose name's parts, lower case, `table` ends with (`t`, `db.t`, `cat.db.t`). */
+  def isTable(relation: LogicalRelation, table: Seq[String]): Boolean =
+    relation.catalogTable.exists(_.identifier.nameParts.map(_.toLowerCase).endsWith(table))
+
+  /** Whether `plan` reads the catalog table `table` (`isTable`). */
+  def readsTable(plan: LogicalPlan, table: Seq[String]): Boolean = plan.exists {
+    case r: LogicalRelation => isTable(r, table)
     case _ => false
   }
+
+  /** The catalog tables `plan` reads, each as its name's parts in lower case. */
+  private def tablesRead(plan: LogicalPlan): Set[Seq[String]] = plan.collectLeaves().collect {
+    case r: LogicalRelation if r.catalogTable.isDefined => r.catalogTable.get.identifier.nameParts.map(_.toLowerCase)
+  }.toSet
 
   /**
    * The linear part of the change through the source `reads` marks: each join `flipsBy` it keeps
@@ -278,20 +288,12 @@ object DeltaRules {
    * two joins (their flips would compound: not computed).
    */
   private def planReasons(plan: LogicalPlan): Seq[String] = {
-    val tables = plan.collectLeaves().collect {
-      case r: LogicalRelation if r.catalogTable.isDefined => r.catalogTable.get.identifier.nameParts.map(_.toLowerCase)
-    }.distinct
-    val stacked = tables.exists(t => plan.collect { case j: Join if flipsBy(j, readsTable(_, t)) => j }.size > 1)
+    val stacked = tablesRead(plan).exists(t => plan.collect { case j: Join if flipsBy(j, readsTable(_, t)) => j }.size > 1)
     if (stacked) Seq("STACKED_OUTER_JOINS") else Nil
   }
 
   /** Whether both sides of `j` read one table: its terms would each hold the change on one side only. */
-  private def selfJoin(j: Join): Boolean = {
-    def tables(p: LogicalPlan) = p.collectLeaves().collect {
-      case r: LogicalRelation if r.catalogTable.isDefined => r.catalogTable.get.identifier.nameParts.map(_.toLowerCase)
-    }.toSet
-    (tables(j.left) & tables(j.right)).nonEmpty
-  }
+  private def selfJoin(j: Join): Boolean = (tablesRead(j.left) & tablesRead(j.right)).nonEmpty
 
   /** A change is netted row by row (grouped by every column): a map column cannot be grouped. */
   private def outputReasons(plan: LogicalPlan): Seq[String] = {

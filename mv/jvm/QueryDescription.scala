@@ -329,12 +329,7 @@ object QueryDescription extends PredicateHelper {
     val windows = topWindows(plan)
     val shared = windows.map(_.partitionSpec.collect { case a: Attribute => a.exprId }.toSet)
       .reduceOption(_ & _).getOrElse(Set.empty)
-    val byName = mutable.Map[ExprId, String]()
-    plan.output.foreach(a => byName(a.exprId) = a.name)
-    plan.foreach(_.expressions.foreach {  // an output column that renames a key: `SELECT auction AS id`
-      case alias @ Alias(a: Attribute, _) if byName.contains(alias.exprId) => byName(a.exprId) = byName(alias.exprId)
-      case _ =>
-    })
+    val byName = outputNames(plan)
     val keys = windows.headOption.toSeq.flatMap(_.partitionSpec).collect {
       case a: Attribute if shared.contains(a.exprId) && byName.contains(a.exprId) => byName(a.exprId)
     }.distinct
@@ -443,13 +438,7 @@ object QueryDescription extends PredicateHelper {
   /** Output column names of the top aggregate's grouping keys, if every key is in the output. */
   private def groupBy(plan: LogicalPlan): Option[Seq[String]] =
     topDistinct(plan).map(_ => plan.output.map(_.name)).orElse(topAggregate(plan).flatMap { agg =>
-    val names = mutable.Map[ExprId, String]()
-    def trace(exprId: ExprId, name: String): Unit = names(exprId) = name
-    plan.output.foreach(a => trace(a.exprId, a.name))
-    plan.foreach(_.expressions.foreach {
-      case alias @ Alias(a: Attribute, _) if names.contains(alias.exprId) => trace(a.exprId, names(alias.exprId))
-      case _ =>
-    })
+    val names = outputNames(plan)
     val keys = agg.groupingExpressions.map {
       case a: Attribute => names.get(a.exprId)
       // GROUP BY price % 3 with SELECT price % 3 AS b: without windows only, whose paths read keys
@@ -461,6 +450,20 @@ object QueryDescription extends PredicateHelper {
     }
     if (keys.forall(_.isDefined)) Some(keys.flatten) else None
   })
+
+  /**
+   * Each attribute that an output column of `plan` is, or that one renames (`SELECT auction AS id`
+   * names `auction` id), with that column's name.
+   */
+  private def outputNames(plan: LogicalPlan): Map[ExprId, String] = {
+    val names = mutable.Map[ExprId, String]()
+    plan.output.foreach(a => names(a.exprId) = a.name)
+    plan.foreach(_.expressions.foreach {
+      case alias @ Alias(a: Attribute, _) if names.contains(alias.exprId) => names(a.exprId) = names(alias.exprId)
+      case _ =>
+    })
+    names.toMap
+  }
 
   private def tableName(leaf: LogicalPlan): Option[String] = leaf match {
     case r: LogicalRelation => r.catalogTable.map(_.identifier.quotedString)

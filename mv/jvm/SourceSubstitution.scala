@@ -47,7 +47,7 @@ object SourceSubstitution {
    */
   def changeRegistration: (FunctionIdentifier, ExpressionInfo, Seq[Expression] => LogicalPlan) =
     throughChange(changeFunctionName, "The change of query through changed_source: its UNION branches that " +
-      "do not read it are empty.", keys = false)
+      "do not read it are empty.", _ => Linear)
 
   /**
    * The rows a change through one source reaches, a superset (mv/row_refresh.py's groups by change):
@@ -59,7 +59,7 @@ object SourceSubstitution {
    */
   def keysRegistration: (FunctionIdentifier, ExpressionInfo, Seq[Expression] => LogicalPlan) =
     throughChange(keysFunctionName, "A superset of the rows of query that changed_source's rows in replacement " +
-      "reach.", keys = true)
+      "reach.", _ => Keys)
 
   /**
    * The rows of a query of rows that a change through one source flips, at one version of it
@@ -71,25 +71,22 @@ object SourceSubstitution {
    * as mv_substitute_change, the changed source's replacement giving its version, the third
    * argument the change, which picks the other side's rows that may have flipped.
    */
-  def flipsRegistration: (FunctionIdentifier, ExpressionInfo, Seq[Expression] => LogicalPlan) = (
-    FunctionIdentifier(flipsFunctionName),
-    new ExpressionInfo(getClass.getName, null, flipsFunctionName,
-      s"$flipsFunctionName(query, changed_source, change, source_table, replacement, ...) - The rows of query " +
-        "whose match changed_source's change brings or takes, at the version its replacement reads.", ""),
-    (args: Seq[Expression]) => {
-      val texts = strings(flipsFunctionName, args, 3)
-      substitute(texts.head +: texts.drop(3), Some(texts(1)), Flips(texts(2)))
-    })
+  def flipsRegistration: (FunctionIdentifier, ExpressionInfo, Seq[Expression] => LogicalPlan) =
+    throughChange(flipsFunctionName, "The rows of query whose match changed_source's change brings or takes, " +
+      "at the version its replacement reads.", change => Flips(change.head), extra = Seq("change"))
 
-  /** A table function `name(query, changed_source, source_table, replacement, ...)` described by `usage`. */
-  private def throughChange(name: String, usage: String, keys: Boolean)
+  /**
+   * A table function `name(query, changed_source, <extra>..., source_table, replacement, ...)`
+   * described by `usage`, rewriting the query by the `term` its extra arguments give.
+   */
+  private def throughChange(name: String, usage: String, term: Seq[String] => Term, extra: Seq[String] = Nil)
       : (FunctionIdentifier, ExpressionInfo, Seq[Expression] => LogicalPlan) = (
     FunctionIdentifier(name),
     new ExpressionInfo(getClass.getName, null, name,
-      s"$name(query, changed_source, source_table, replacement, ...) - $usage", ""),
+      s"$name(query, changed_source, ${extra.map(_ + ", ").mkString}source_table, replacement, ...) - $usage", ""),
     (args: Seq[Expression]) => {
-      val texts = strings(name, args, 2)
-      substitute(texts.head +: texts.drop(2), Some(texts(1)), if (keys) Keys else Linear)
+      val texts = strings(name, args, 2 + extra.size)
+      substitute(texts.head +: texts.drop(2 + extra.size), Some(texts(1)), term(texts.slice(2, 2 + extra.size)))
     })
 
   /** How a term through one changed source rewrites the query before its sources are replaced. */
@@ -108,6 +105,22 @@ object SourceSubstitution {
         "then one or more source tables each with its replacement")
   }
 
+  /**
+   * `plan` as a term through the changed source `reads` marks: UNION branches that do not read it
+   * emptied (they did not change in this term), then rewritten by `term`'s rules (DeltaRules); with
+   * the ids of the attributes of the relations that read the change (a Flips term's copy).
+   */
+  private def rewritten(plan: LogicalPlan, reads: LogicalPlan => Boolean, term: Term): (LogicalPlan, Set[ExprId]) = {
+    val pruned = plan.transformDown {
+      case u: Union => u.withNewChildren(u.children.map(c => if (reads(c)) c else LocalRelation(c.output)))
+    }
+    term match {
+      case Keys => (DeltaRules.forKeys(pruned, reads), Set.empty)
+      case Linear => (DeltaRules.linear(pruned, reads), Set.empty)
+      case Flips(_) => DeltaRules.flips(pruned, reads)
+    }
+  }
+
   /** One pass, so a replacement's own reads of another source (its rows' regions) stay as they are. */
   private def substitute(texts: Seq[String], changed: Option[String], term: Term = Linear): LogicalPlan = {
     val queryText = texts.head
@@ -120,27 +133,11 @@ object SourceSubstitution {
     val byName = replacements.map { case (source, text) =>
       (source, parser.parseMultipartIdentifier(source).map(_.toLowerCase), text, analyse(s"SELECT * FROM $text"))
     }
-    def target(relation: LogicalRelation) = byName.find { case (_, parts, _, _) =>  // `t`, `db.t`, `cat.db.t`
-      relation.catalogTable.exists(t => t.identifier.nameParts.map(_.toLowerCase).endsWith(parts))
-    }
-    def reads(plan: LogicalPlan, parts: Seq[String]) = plan.exists {
-      case r: LogicalRelation => r.catalogTable.exists(_.identifier.nameParts.map(_.toLowerCase).endsWith(parts))
-      case _ => false
-    }
-    var changeIds = Set.empty[ExprId]  // the relations a Flips term reads the change from
-    val query = changed.map(parser.parseMultipartIdentifier(_).map(_.toLowerCase)).foldLeft(analyse(queryText)) {
-      (plan, parts) =>
-        val pruned = plan.transformDown {
-          case u: Union => u.withNewChildren(u.children.map(c => if (reads(c, parts)) c else LocalRelation(c.output)))
-        }
-        term match {
-          case Keys => DeltaRules.forKeys(pruned, reads(_, parts))
-          case Linear => DeltaRules.linear(pruned, reads(_, parts))
-          case Flips(_) =>
-            val (flipped, ids) = DeltaRules.flips(pruned, reads(_, parts))
-            changeIds = ids
-            flipped
-        }
+    def target(relation: LogicalRelation) = byName.find { case (_, parts, _, _) => DeltaRules.isTable(relation, parts) }
+    // The relations a Flips term reads the change from (their attributes' ids), none for the others.
+    val (query, changeIds) = changed.map(parser.parseMultipartIdentifier(_).map(_.toLowerCase)) match {
+      case Some(parts) => rewritten(analyse(queryText), DeltaRules.readsTable(_, parts), term)
+      case None => (analyse(queryText), Set.empty[ExprId])
     }
     val change = term match {
       case Flips(text) => Some(analyse(s"SELECT * FROM $text"))
