@@ -67,11 +67,15 @@ class Sizes:
     joined: int = 0
 
     @staticmethod
-    def of(tables: dict[str, Table], view: str, sources: list[str], flipping: list[str] = ()) -> Sizes:
+    def of(tables: dict[str, Table], view: str, sources: list[str], flipping: list[str] = (),
+           by_terms: bool = True) -> Sizes:
+        """The sizes of `view` over `sources`; `joined` only for a refresh `by_terms` (mv/row_refresh.py):
+        one window by window reads the other sources' touched windows alone, not known before reading."""
         def total(values: list[int | None]) -> int | None:
             return None if None in values else sum(values)
         return Sizes(total([tables[s].bytes for s in sources]), total([tables[s].change_bytes for s in sources]),
-                     tables[view].bytes, joined(tables, view, list(dict.fromkeys(sources)), flipping))
+                     tables[view].bytes,
+                     joined(tables, view, list(dict.fromkeys(sources)), flipping) if by_terms else 0)
 
     @property
     def full(self) -> int | None:

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from mv.delta_tables import Table
-from mv.estimate import MB, Past, joined, weigh
+from mv.estimate import MB, Past, Sizes, joined, weigh
 from mv.settings import session_settings
 
 SOURCE = "est_bids"
@@ -65,6 +65,17 @@ def test_a_change_over_several_sources_is_weighed_with_what_its_terms_join_it_to
     appended = {**tables, "dim": dimension, "fact": replace(fact, change_bytes=MB, change_retracts=False)}
     assert joined(appended, "v", ["fact", "dim"]) == MB  # the dimension once, the view not read
     assert joined(tables, "v", ["dim"]) == 0  # one source: nothing joined
+
+
+def test_joined_windows_refreshed_window_by_window_read_only_the_touched_windows_of_the_other_source():
+    """A window join (both sides TUMBLE, joined on the window) recomputes the windows its change
+    touches from both sources, with file skipping: nothing known before reading says it reads a
+    whole source, so the change alone is weighed (the demo's new_users stays incremental)."""
+    persons, auctions, view = Table(5, "p", bytes=MB, change_bytes=MB // 100), Table(3, "a", bytes=MB), \
+        Table(9, "v", bytes=MB // 10)
+    tables = {"persons": persons, "auctions": auctions, "v": view}
+    assert Sizes.of(tables, "v", ["persons", "auctions"]).joined == MB
+    assert Sizes.of(tables, "v", ["persons", "auctions"], by_terms=False).joined == 0
 
 
 def test_a_small_change_is_not_switched_whatever_the_estimate():
