@@ -60,7 +60,7 @@ def plan(spark: SparkSession, view: View, info: QueryInfo, previous: RefreshStat
 def by_windows(info: QueryInfo) -> bool:
     """Whether an incremental refresh of `info`'s query works window by window (mv/window_refresh.py,
     weighed by mv/estimate.py): windows other than sessions, grouped by their window or not."""
-    return (bool(info.windows) and info.shape != "aggregate" and info.windows[0].kind != "SESSION"
+    return (bool(info.windows) and info.shape == "window" and info.windows[0].kind != "SESSION"
             and not info.keys_by_change)
 
 
@@ -96,6 +96,8 @@ def incremental_blockers(spark: SparkSession, info: QueryInfo, view_watermark: b
         blockers.append("SOURCE_NOT_DELTA")
     if info.group_by is None and info.shape == "aggregate":  # the others: window by window, or by delta rules
         blockers.append("NO_ROW_KEY")
+    if info.shape == "rows" and info.windows and view_watermark:  # late rows are kept by the windows of the output
+        blockers.append("WINDOW_COLUMNS_NOT_IN_OUTPUT")
     if blockers or info.shape in ("other", "rows", "partitions"):  # the planner's reasons are the query's
         return blockers
     if info.shape == "window":

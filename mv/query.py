@@ -110,6 +110,12 @@ class QueryInfo:
         return [s["table"] for s in self.sources if s.get("table") and s.get("flips")]
 
     @property
+    def regrouping(self) -> list[str]:
+        """The sources a view of rows reads under an aggregate (or DISTINCT): their terms recompute
+        the groups their change reaches, at the new version and the old (mv_substitute_regroups)."""
+        return [s["table"] for s in self.sources if s.get("table") and s.get("regroups")]
+
+    @property
     def upstream_views(self) -> list[str]:
         """The sources that are materialized views themselves."""
         return [s["table"] for s in self.sources if s.get("table") and s.get("materialized_view")]

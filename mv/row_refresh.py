@@ -10,6 +10,9 @@ read S empty (mv_substitute_change: they did not change in that term). S's inser
 deleted ones -1, each run separately, so no sign has to travel through the query's operators.
 A source on an outer join's padded side (a semi or anti join's right side) adds two terms: the
 other side's rows its change may flip (mv_substitute_flips), at its new version +1, at its old -1.
+A source read under an aggregate (or DISTINCT; Nexmark's q8 joins two windowed ones) has those two
+terms instead, each aggregate over it kept to the groups its change reaches (mv_substitute_regroups):
+the touched groups' old rows go, their new ones come.
 
 The view keeps the query's columns only. A row's copies are its identity: a change that only adds
 rows appends them; otherwise the change is netted per distinct row, and each row it takes copies
@@ -124,6 +127,12 @@ def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, i
         before = {s: run.source(s) for s in sources[:i]}
         after = {s: run.previous_source(s) for s in sources[i + 1:]
                  if run.previous.sources.get(s, -1) != run.targets[s]}
+        if source in run.info.regrouping and not keys:  # its aggregates' touched groups, new (+) and old (-)
+            change = run.temp_view(changes[source], f"change_{i}")
+            for sign, version in ((1, run.source(source)), (-1, run.previous_source(source))):
+                parts.append((sign, source, run.query_over({**before, **after, source: version}, source,
+                                                           regroups=change)))
+            continue
         for sign in (1, -1):
             if signs[source].get(sign):
                 rows = run.temp_view(changes[source].where(F.col(SIGN) == sign), f"{'in' if sign > 0 else 'out'}_{i}")

@@ -3,7 +3,8 @@ package io.mvengine
 import scala.collection.mutable
 
 import org.apache.spark.sql.catalyst.analysis.MultiInstanceRelation
-import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeMap, ExprId, Expression, Literal, SubqueryExpression}
+import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, AttributeMap, EqualNullSafe, ExprId, Expression, Literal,
+  NamedExpression, SubqueryExpression}
 import org.apache.spark.sql.catalyst.expressions.aggregate.AggregateExpression
 import org.apache.spark.sql.catalyst.plans.{Cross, FullOuter, Inner, LeftAnti, LeftOuter, LeftSemi, RightOuter}
 import org.apache.spark.sql.catalyst.plans.logical._
@@ -19,8 +20,10 @@ import org.apache.spark.sql.types.{ArrayType, DataType, MapType, StructType}
  * version and those after it at their old one (a join: dL JOIN R(new) + L(old) JOIN dR). The
  * exception: an outer join's padded side, a semi or anti join's right side (`flipsBy`), whose
  * change flips rows of the other side; such a term adds those rows at S's new version and
- * subtracts them at its old one (`linear`, `flips`). The Python side (mv/row_refresh.py) runs
- * exactly that. An operator without a rule gives a reason code instead,
+ * subtracts them at its old one (`linear`, `flips`). Another: an aggregate (or DISTINCT) below the
+ * rows, whose change is its groups the change reaches, recomputed at S's new version (+) and at
+ * its old one (-), found below it by the rules that find keys (`regroups`). The Python side
+ * (mv/row_refresh.py) runs exactly that. An operator without a rule gives a reason code instead,
  * and the view refreshes in full.
  * {{{
  *   DeltaRules.steps(analysedPlan)
@@ -37,19 +40,40 @@ object DeltaRules {
 
   private val passes = "rows pass through"
 
+  private val regrouped = "its groups the change reaches, recomputed at the new version (+) and the old (-)"
+
   /**
    * Each operator of `plan`, top first, with its rule or the reason it has none. With `keys`, the
    * rules that find which rows (or groups) a change reaches rather than the change itself (`reach`):
    * the plan below a GROUP BY whose touched groups are recomputed, run by `mv_substitute_keys`.
+   * Without, those rules still apply below an aggregate of rows (`regroups`: its touched groups).
    */
   def steps(plan: LogicalPlan, keys: Boolean = false, values: Set[ExprId] = Set.empty): Seq[Step] = {
-    def walk(p: LogicalPlan, depth: Int): Seq[Step] = {
-      val (name, verdict) = if (keys) keyed(p, values) else rule(p)
-      Step(depth, name, verdict.left.toOption, verdict.toOption) +: p.children.flatMap(walk(_, depth + 1))
+    val found = if (keys) values else aggregateValues(plan)
+    def walk(p: LogicalPlan, depth: Int, finding: Boolean): Seq[Step] = {
+      val (name, verdict) = if (finding) keyed(p, found)
+        else if (regrouping(p)) { val (n, v) = keyed(p, found); (n, v.left.map(_ => regrouped)) }
+        else rule(p)
+      Step(depth, name, verdict.left.toOption, verdict.toOption) +:
+        p.children.flatMap(walk(_, depth + 1, finding || regrouping(p)))
     }
-    walk(plan, 0) ++ (outputReasons(plan) ++ (if (keys) Nil else planReasons(plan))).map(r =>
+    walk(plan, 0, keys) ++ (outputReasons(plan) ++ (if (keys) Nil else planReasons(plan))).map(r =>
       Step(0, "output", None, Some(r)))
   }
+
+  /** Whether `p` regroups its input: below rows, its change is recomputed group by group (`regroups`). */
+  private def regrouping(p: LogicalPlan): Boolean = p.isInstanceOf[Aggregate] || p.isInstanceOf[Distinct]
+
+  /** The topmost aggregates (and DISTINCTs) of `plan`: those the rules of rows reach (`regroups`). */
+  private def regroupings(plan: LogicalPlan): Seq[LogicalPlan] =
+    if (regrouping(plan)) Seq(plan) else plan.children.flatMap(regroupings)
+
+  /** The operators of `plan` above its topmost aggregates: those the rules of rows apply to. */
+  private def aboveRegroupings(plan: LogicalPlan): Seq[LogicalPlan] =
+    if (regrouping(plan)) Nil else plan +: plan.children.flatMap(aboveRegroupings)
+
+  /** Whether a query of rows reads `table` under an aggregate (`regroups`): its terms recompute groups. */
+  def regroupedBy(plan: LogicalPlan, table: Seq[String]): Boolean = regroupings(plan).exists(readsTable(_, table))
 
   /** The reason codes of `steps`, each once. */
   def reasons(steps: Seq[Step]): Seq[String] = steps.flatMap(_.reason).distinct
@@ -66,9 +90,11 @@ object DeltaRules {
     case r: LogicalRelation => (s"Source ${r.catalogTable.map(_.identifier.quotedString).getOrElse("files")}",
       Left("its change feed, signed"))
     case _: LocalRelation | _: OneRowRelation | _: Range => (p.nodeName, Left("constant: no change"))
-    case _: Aggregate => ("Aggregate", Right("AGGREGATE_BELOW_ROWS"))
-    case _: Distinct | _: Deduplicate => (p.nodeName, Right("DISTINCT"))
+    case _: Aggregate | _: Distinct => (p.nodeName, Left(regrouped))
+    case _: Deduplicate => (p.nodeName, Right("DISTINCT"))
     case _: Window => ("Window (OVER)", Right("OVER_WITHOUT_RULE"))
+    case w: WindowTableFunction if Seq("TUMBLE", "HOP", "CUMULATE").contains(w.spec.kind.name) =>
+      (s"Window ${w.spec.kind.name}", Left("each row's windows"))
     case _: Intersect | _: Except => (p.nodeName, Right("SET_OPERATION"))
     case _: GlobalLimit | _: LocalLimit => (p.nodeName, Right("LIMIT"))
     case _: WindowTableFunction => (p.nodeName, Right("WINDOW_COLUMNS_NOT_IN_OUTPUT"))
@@ -104,6 +130,7 @@ object DeltaRules {
     val (name, verdict) = reach(p).map(r => (r._1, Left(r._2))).getOrElse(rule(p))
     p match {
       case a: Aggregate if a.groupingExpressions.exists(readsValues(_, values)) => (name, Right("GROUP_BY_AGGREGATE_VALUE"))
+      case d: Distinct if d.output.exists(a => values.contains(a.exprId)) => (name, Right("GROUP_BY_AGGREGATE_VALUE"))
       case j: Join if j.condition.exists(readsValues(_, values)) => (name, Right("JOIN_ON_AGGREGATE_VALUE"))
       case _ => (name, verdict)
     }
@@ -194,9 +221,9 @@ object DeltaRules {
     case _ => false
   })
 
-  /** Whether `plan` has a join whose output is not linear in `table` (`flipsBy`). */
+  /** Whether `plan` has a join of rows (above its aggregates) whose output is not linear in `table` (`flipsBy`). */
   def flippedBy(plan: LogicalPlan, table: Seq[String]): Boolean =
-    plan.exists { case j: Join => flipsBy(j, readsTable(_, table)); case _ => false }
+    aboveRegroupings(plan).exists { case j: Join => flipsBy(j, readsTable(_, table)); case _ => false }
 
   /** Whether `relation` is the catalog table whose name's parts, lower case, `table` ends with (`t`, `db.t`, `cat.db.t`). */
   def isTable(relation: LogicalRelation, table: Seq[String]): Boolean =
@@ -210,8 +237,10 @@ object DeltaRules {
 
   /** The catalog tables `plan` reads, each as its name's parts in lower case. */
   private def tablesRead(plan: LogicalPlan): Set[Seq[String]] = plan.collectLeaves().collect {
-    case r: LogicalRelation if r.catalogTable.isDefined => r.catalogTable.get.identifier.nameParts.map(_.toLowerCase)
+    case r: LogicalRelation if r.catalogTable.isDefined => tableParts(r)
   }.toSet
+
+  private def tableParts(r: LogicalRelation): Seq[String] = r.catalogTable.get.identifier.nameParts.map(_.toLowerCase)
 
   /**
    * The linear part of the change through the source `reads` marks: each join `flipsBy` it keeps
@@ -270,26 +299,75 @@ object DeltaRules {
     (pruned.transformUp { case p if p eq j => out }, changeIds)
   }
 
+  /**
+   * A regroup term through the source `reads` marks, at one version of it: each topmost aggregate
+   * (or DISTINCT) that reads the source keeps only the groups the change reaches, `A SEMI JOIN
+   * keys`, the keys being A's group columns over a copy of A (rewritten by `forKeys`) whose reads of
+   * the source are replaced by the change (their attributes' ids are returned). Run at the new
+   * version (+) and at the old one (-), untouched groups cancel and touched ones are replaced; the
+   * rules above them are linear. Superset keys (a group column left out of A's output) only add
+   * groups that cancel.
+   * {{{
+   *   regroups(persons JOIN (SELECT seller, count(*) FROM auctions GROUP BY seller), reads auctions)
+   *   // persons JOIN (... GROUP BY seller) SEMI JOIN (SELECT seller FROM auctions(change) GROUP BY seller)
+   * }}}
+   */
+  def regroups(plan: LogicalPlan, reads: LogicalPlan => Boolean): (LogicalPlan, Set[ExprId]) = {
+    val changeIds = mutable.Set[ExprId]()
+    def restricted(a: LogicalPlan): LogicalPlan = {
+      val copy = renewed(forKeys(a, reads))
+      changeIds ++= copy.collect { case r: LogicalRelation if reads(r) => r.output.map(_.exprId) }.flatten
+      val values = aggregateValues(a)
+      val on = a.output.zip(copy.output).collect { case (o, c) if !values.contains(o.exprId) => EqualNullSafe(o, c) }
+      Join(a, copy, LeftSemi, on.reduceOption[Expression](And), JoinHint.NONE)
+    }
+    def walk(p: LogicalPlan): LogicalPlan =
+      if (regrouping(p)) { if (reads(p)) restricted(p) else p } else p.withNewChildren(p.children.map(walk))
+    (walk(plan), changeIds.toSet)
+  }
+
   /** `plan` with every attribute it defines given a new id: a second copy of it in one plan. */
   private def renewed(plan: LogicalPlan): LogicalPlan = plan.transformUpWithNewOutput {
     case r: LogicalPlan with MultiInstanceRelation =>
       val fresh = r.newInstance()
       (fresh, r.output.zip(fresh.output))
     case p: Project if p.projectList.exists(_.isInstanceOf[Alias]) =>
-      val list = p.projectList.map { case a: Alias => a.newInstance(); case e => e }
-      (p.copy(projectList = list), p.projectList.zip(list).collect { case (o: Alias, n) => (o.toAttribute, n.toAttribute) })
+      val list = aliasesRenewed(p.projectList)
+      (p.copy(projectList = list), renamed(p.projectList, list))
+    case a: Aggregate if a.aggregateExpressions.exists(_.isInstanceOf[Alias]) =>
+      val list = aliasesRenewed(a.aggregateExpressions)
+      (a.copy(aggregateExpressions = list), renamed(a.aggregateExpressions, list))
+    case w: Window =>
+      val list = aliasesRenewed(w.windowExpressions)
+      (w.copy(windowExpressions = list), renamed(w.windowExpressions, list))
+    case w: WindowTableFunction =>
+      val out = w.windowOutput.map(_.newInstance())
+      (w.copy(windowOutput = out), w.windowOutput.zip(out))
     case g: Generate =>
       val out = g.generatorOutput.map(_.newInstance())
       (g.copy(generatorOutput = out), g.generatorOutput.zip(out))
   }
 
+  private def aliasesRenewed(list: Seq[NamedExpression]): Seq[NamedExpression] =
+    list.map { case a: Alias => a.newInstance(); case e => e }
+
+  private def renamed(before: Seq[NamedExpression], after: Seq[NamedExpression]): Seq[(Attribute, Attribute)] =
+    before.zip(after).collect { case (o: Alias, n) => (o.toAttribute, n.toAttribute) }
+
   /**
    * Why a view of rows cannot be kept by these rules as a whole: a source on the flipping side of
-   * two joins (their flips would compound: not computed).
+   * two joins (their flips would compound: not computed); a source read under an aggregate and
+   * also by the rows above it, or on the flipping side of a join above it (a regroup term's
+   * groups are only the touched ones: a join above would pad or drop rows by the others').
    */
   private def planReasons(plan: LogicalPlan): Seq[String] = {
-    val stacked = tablesRead(plan).exists(t => plan.collect { case j: Join if flipsBy(j, readsTable(_, t)) => j }.size > 1)
-    if (stacked) Seq("STACKED_OUTER_JOINS") else Nil
+    val above = aboveRegroupings(plan)
+    def flipping(t: Seq[String]) = above.count { case j: Join => flipsBy(j, readsTable(_, t)); case _ => false }
+    val regrouped = regroupings(plan).flatMap(tablesRead).toSet
+    val readAbove = above.collect { case r: LogicalRelation if r.catalogTable.isDefined => tableParts(r) }.toSet
+    Seq("STACKED_OUTER_JOINS" -> tablesRead(plan).exists(flipping(_) > 1),
+      "SOURCE_IN_AND_OUT_OF_AGGREGATE" -> regrouped.exists(readAbove.contains),
+      "AGGREGATE_ON_FLIPPING_SIDE" -> regrouped.exists(flipping(_) > 0)).collect { case (reason, true) => reason }
   }
 
   /** Whether both sides of `j` read one table: its terms would each hold the change on one side only. */

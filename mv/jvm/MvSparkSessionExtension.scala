@@ -40,6 +40,7 @@ class MvSparkSessionExtension extends (SparkSessionExtensions => Unit) {
     extensions.injectTableFunction(SourceSubstitution.changeRegistration)
     extensions.injectTableFunction(SourceSubstitution.keysRegistration)
     extensions.injectTableFunction(SourceSubstitution.flipsRegistration)
+    extensions.injectTableFunction(SourceSubstitution.regroupsRegistration)
     // mv_scan_bytes('query', ...): what queries would read after file skipping (REFRESH POLICY AUTO's estimate).
     extensions.injectTableFunction(ScanBytes.registration)
     // Window function calls are bound as they are parsed (see WindowSqlParser) or, for plans not

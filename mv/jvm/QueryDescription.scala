@@ -90,19 +90,17 @@ object QueryDescription extends PredicateHelper {
       val missing = DeltaRules.reasons(maintenance)
       reasons ++= missing
       if (missing.isEmpty) "partitions" else "other"
-    } else if (windows.isEmpty) {
-      // Rows: kept by the delta rules when every operator has one (DeltaRules.scala).
+    } else {
+      // Rows: kept by the delta rules when every operator has one (DeltaRules.scala), windows whose
+      // bounds the output leaves out among them (below an aggregate: their touched groups).
       maintenance = DeltaRules.steps(plan)
       val missing = DeltaRules.reasons(maintenance)
       reasons ++= missing
       if (missing.isEmpty) "rows" else "other"
-    } else {
-      reasons += "WINDOW_COLUMNS_NOT_IN_OUTPUT"
-      "other"
     }
     Map(
       "shape" -> shape,
-      "sources" -> sources(plan, reasons),
+      "sources" -> sources(plan, reasons, shape == "rows"),
       "temporary_views" -> temporaryViews(plan),
       "windows" -> windows.map(describeWindow),
       "output" -> output,
@@ -471,7 +469,7 @@ object QueryDescription extends PredicateHelper {
     case _ => None
   }
 
-  private def sources(plan: LogicalPlan, reasons: mutable.Set[String]): Seq[Map[String, Any]] =
+  private def sources(plan: LogicalPlan, reasons: mutable.Set[String], rows: Boolean): Seq[Map[String, Any]] =
     plan.collectLeaves().distinct.flatMap {
       case r: LogicalRelation =>
         val isDelta = r.relation.toString.contains("Delta") ||
@@ -481,7 +479,10 @@ object QueryDescription extends PredicateHelper {
           "materialized_view" -> (isDelta && r.catalogTable.exists(isMaterializedView)),
           "columns" -> r.output.map(_.name),  // every column: a change feed carries them all
           // a join's matches that this source's change flips (DeltaRules.flips): rows views add those terms
-          "flips" -> r.catalogTable.exists(t => DeltaRules.flippedBy(plan, t.identifier.nameParts.map(_.toLowerCase)))))
+          "flips" -> r.catalogTable.exists(t => DeltaRules.flippedBy(plan, t.identifier.nameParts.map(_.toLowerCase))),
+          // read under an aggregate of a query of rows (DeltaRules.regroups): its terms recompute its groups
+          "regroups" -> (rows && r.catalogTable.exists(t =>
+            DeltaRules.regroupedBy(plan, t.identifier.nameParts.map(_.toLowerCase))))))
       case h: HiveTableRelation =>
         Some(Map("table" -> h.tableMeta.identifier.quotedString, "provider" -> "hive",
           "columns" -> h.output.map(_.name)))

@@ -31,6 +31,8 @@ object SourceSubstitution {
 
   val flipsFunctionName = "mv_substitute_flips"
 
+  val regroupsFunctionName = "mv_substitute_regroups"
+
   def registration: (FunctionIdentifier, ExpressionInfo, Seq[Expression] => LogicalPlan) = (
     FunctionIdentifier(functionName),
     new ExpressionInfo(getClass.getName, null, functionName,
@@ -76,6 +78,19 @@ object SourceSubstitution {
       "at the version its replacement reads.", change => Flips(change.head), extra = Seq("change"))
 
   /**
+   * A query of rows over aggregates of a changed source, at one version of it (DeltaRules.regroups):
+   * each aggregate reading it keeps only the groups its change reaches.
+   * {{{
+   *   SELECT * FROM mv_substitute_regroups('<query>', 'auctions', 'auction_changes', 'auctions', 'auctions VERSION AS OF 7', 'persons', 'persons')
+   * }}}
+   * as mv_substitute_flips: the changed source's replacement gives its version, the third argument
+   * the change, whose groups are the ones recomputed.
+   */
+  def regroupsRegistration: (FunctionIdentifier, ExpressionInfo, Seq[Expression] => LogicalPlan) =
+    throughChange(regroupsFunctionName, "The query with each aggregate of changed_source keeping the groups its " +
+      "change reaches, at the version its replacement reads.", change => Regroups(change.head), extra = Seq("change"))
+
+  /**
    * A table function `name(query, changed_source, <extra>..., source_table, replacement, ...)`
    * described by `usage`, rewriting the query by the `term` its extra arguments give.
    */
@@ -89,11 +104,13 @@ object SourceSubstitution {
       substitute(texts.head +: texts.drop(2 + extra.size), Some(texts(1)), term(texts.slice(2, 2 + extra.size)))
     })
 
-  /** How a term through one changed source rewrites the query before its sources are replaced. */
-  private sealed trait Term
+  /** How a term through one changed source rewrites the query before its sources are replaced;
+   * `change`, the relation some of its reads of that source read instead. */
+  private sealed trait Term { def change: Option[String] = None }
   private case object Linear extends Term
   private case object Keys extends Term
-  private case class Flips(change: String) extends Term
+  private case class Flips(text: String) extends Term { override def change: Option[String] = Some(text) }
+  private case class Regroups(text: String) extends Term { override def change: Option[String] = Some(text) }
 
   private def strings(name: String, args: Seq[Expression], leading: Int): Seq[String] = args match {
     case _ if args.size > leading && (args.size - leading) % 2 == 0 && args.forall {
@@ -118,6 +135,7 @@ object SourceSubstitution {
       case Keys => (DeltaRules.forKeys(pruned, reads), Set.empty)
       case Linear => (DeltaRules.linear(pruned, reads), Set.empty)
       case Flips(_) => DeltaRules.flips(pruned, reads)
+      case Regroups(_) => DeltaRules.regroups(pruned, reads)
     }
   }
 
@@ -134,15 +152,12 @@ object SourceSubstitution {
       (source, parser.parseMultipartIdentifier(source).map(_.toLowerCase), text, analyse(s"SELECT * FROM $text"))
     }
     def target(relation: LogicalRelation) = byName.find { case (_, parts, _, _) => DeltaRules.isTable(relation, parts) }
-    // The relations a Flips term reads the change from (their attributes' ids), none for the others.
+    // The relations a Flips or Regroups term reads the change from (their attributes' ids), none for the others.
     val (query, changeIds) = changed.map(parser.parseMultipartIdentifier(_).map(_.toLowerCase)) match {
       case Some(parts) => rewritten(analyse(queryText), DeltaRules.readsTable(_, parts), term)
       case None => (analyse(queryText), Set.empty[ExprId])
     }
-    val change = term match {
-      case Flips(text) => Some(analyse(s"SELECT * FROM $text"))
-      case _ => None
-    }
+    val change = term.change.map(text => analyse(s"SELECT * FROM $text"))
     def aliased(relation: LogicalRelation, replacement: LogicalPlan, text: String) =
       Project(relation.output.map { column =>
         val from = replacement.output.find(a => resolver(a.name, column.name)).getOrElse(
