@@ -46,6 +46,18 @@ class Window:
 
 
 @dataclass(frozen=True)
+class Read:
+    """One read of a source table by the query (a self-join reads one twice): the table, its name
+    in the extension's substitutions (`<table>#<k>`, its k-th read, when the query reads it more than
+    once), and whether a change through it flips a join's other rows or regroups an aggregate
+    (mv/row_refresh.py's terms)."""
+    table: str
+    name: str
+    flips: bool = False
+    regroups: bool = False
+
+
+@dataclass(frozen=True)
 class Column:
     """One output column of the query: its name and type, what it carries of the windows
     (window_start, window_end, window_time, session_key) and, for an aggregate, which kind
@@ -104,16 +116,28 @@ class QueryInfo:
         return [s["table"] for s in self.sources if s.get("table")]
 
     @property
+    def reads(self) -> list[Read]:
+        """Each read of a source table, in the plan's order (mv_describe's sources)."""
+        tables = self.source_tables
+        seen: dict[str, int] = {}
+        reads = []
+        for s in (s for s in self.sources if s.get("table")):
+            k = seen[s["table"]] = seen.get(s["table"], -1) + 1
+            name = s["table"] if tables.count(s["table"]) == 1 else f"{s['table']}#{k}"
+            reads.append(Read(s["table"], name, bool(s.get("flips")), bool(s.get("regroups"))))
+        return reads
+
+    @property
     def flipping(self) -> list[str]:
         """The sources whose change flips a join's other rows in a view of rows (an outer join's padded
         side, a semi or anti join's right side): their terms add mv_substitute_flips' rows."""
-        return [s["table"] for s in self.sources if s.get("table") and s.get("flips")]
+        return list(dict.fromkeys(r.table for r in self.reads if r.flips))
 
     @property
     def regrouping(self) -> list[str]:
         """The sources a view of rows reads under an aggregate (or DISTINCT): their terms recompute
         the groups their change reaches, at the new version and the old (mv_substitute_regroups)."""
-        return [s["table"] for s in self.sources if s.get("table") and s.get("regroups")]
+        return list(dict.fromkeys(r.table for r in self.reads if r.regroups))
 
     @property
     def upstream_views(self) -> list[str]:

@@ -116,31 +116,32 @@ def _netted(run: Run, signed: DataFrame) -> DataFrame:
 
 def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, int]],
            keys: bool = False) -> list[tuple[int, str, str]]:
-    """(sign, source, query) for each non-empty side of each changed source's change: the view's query
-    over those rows, the sources before it as of this refresh, those after it as of the last one.
-    With `keys`, the rows those rows reach instead (mv_substitute_keys: outer joins, HAVING)."""
-    sources = list(dict.fromkeys(run.info.source_tables))
-    parts = []
-    for i, source in enumerate(sources):
+    """(sign, source, query) for each non-empty side of each changed source's change, read by read (a
+    self-join's sides are two reads: a term each): the view's query over those rows, the reads before
+    it as of this refresh, those after it as of the last one. With `keys`, the rows those rows reach
+    instead (mv_substitute_keys: outer joins, HAVING)."""
+    reads, parts = run.info.reads, []
+    for i, read in enumerate(reads):
+        source = read.table
         if source not in changes:
             continue
-        before = {s: run.source(s) for s in sources[:i]}
-        after = {s: run.previous_source(s) for s in sources[i + 1:]
-                 if run.previous.sources.get(s, -1) != run.targets[s]}
-        if source in run.info.regrouping and not keys:  # its aggregates' touched groups, new (+) and old (-)
+        after = {r.name: run.previous_source(r.table) for r in reads[i + 1:]
+                 if run.previous.sources.get(r.table, -1) != run.targets[r.table]}
+
+        def term(sign: int, replacement: str, **kind: str) -> None:
+            parts.append((sign, source, run.query_over({**after, read.name: replacement}, read.name, keys=keys, **kind)))
+        if read.regroups and not keys:  # its aggregates' touched groups, new (+) and old (-)
             change = run.temp_view(changes[source], f"change_{i}")
-            for sign, version in ((1, run.source(source)), (-1, run.previous_source(source))):
-                parts.append((sign, source, run.query_over({**before, **after, source: version}, source,
-                                                           regroups=change)))
+            term(1, run.source(source), regroups=change)
+            term(-1, run.previous_source(source), regroups=change)
             continue
         for sign in (1, -1):
             if signs[source].get(sign):
-                rows = run.temp_view(changes[source].where(F.col(SIGN) == sign), f"{'in' if sign > 0 else 'out'}_{i}")
-                parts.append((sign, source, run.query_over({**before, **after, source: rows}, changed=source, keys=keys)))
-        if source in run.info.flipping and not keys:  # the other side's rows whose match came or went
+                term(sign, run.temp_view(changes[source].where(F.col(SIGN) == sign), f"{'in' if sign > 0 else 'out'}_{i}"))
+        if read.flips and not keys:  # the other side's rows whose match came or went
             change = run.temp_view(changes[source], f"change_{i}")
-            for sign, version in ((1, run.source(source)), (-1, run.previous_source(source))):
-                parts.append((sign, source, run.query_over({**before, **after, source: version}, source, flips=change)))
+            term(1, run.source(source), flips=change)
+            term(-1, run.previous_source(source), flips=change)
     return parts
 
 

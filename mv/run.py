@@ -107,13 +107,15 @@ class Run:
     def query_over(self, replaced: dict[str, str], changed: str | None = None, keys: bool = False,
                    flips: str | None = None, regroups: str | None = None) -> str:
         """The view's query reading each source in `replaced` from the view named there, and the
-        others as of this refresh's versions. With `changed`, a source: the query's change through
+        others as of this refresh's versions; a read's name (query.Read) picks one read of a table read
+        more than once, the table every read. With `changed`, a source (or one read of it): the query's change through
         that source alone, its UNION branches that do not read it empty (mv/row_refresh.py); with
         `keys` too, a superset of the rows that change reaches (outer joins, HAVING: DeltaRules.forKeys);
         with `flips`, the view holding that source's change, the rows of the other side of an outer,
         semi or anti join whose match it brings or takes, at the version `replaced` gives the source;
         with `regroups`, the same view, each aggregate over the source kept to the groups it reaches."""
-        pairs = [x for table in self.info.source_tables for x in (table, replaced.get(table) or self.source(table))]
+        pairs = [x for r in self.info.reads
+                 for x in (r.name, replaced.get(r.name) or replaced.get(r.table) or self.source(r.table))]
         if not changed:
             function, leading = "mv_substitute", []
         elif flips or regroups:

@@ -72,8 +72,8 @@ object DeltaRules {
   private def aboveRegroupings(plan: LogicalPlan): Seq[LogicalPlan] =
     if (regrouping(plan)) Nil else plan +: plan.children.flatMap(aboveRegroupings)
 
-  /** Whether a query of rows reads `table` under an aggregate (`regroups`): its terms recompute groups. */
-  def regroupedBy(plan: LogicalPlan, table: Seq[String]): Boolean = regroupings(plan).exists(readsTable(_, table))
+  /** Whether a query of rows reads the relation `leaf` under an aggregate (`regroups`): its terms recompute groups. */
+  def regroupedAt(plan: LogicalPlan, leaf: LogicalPlan): Boolean = regroupings(plan).exists(_.exists(_ == leaf))
 
   /** The reason codes of `steps`, each once. */
   def reasons(steps: Seq[Step]): Seq[String] = steps.flatMap(_.reason).distinct
@@ -131,6 +131,7 @@ object DeltaRules {
     p match {
       case a: Aggregate if a.groupingExpressions.exists(readsValues(_, values)) => (name, Right("GROUP_BY_AGGREGATE_VALUE"))
       case d: Distinct if d.output.exists(a => values.contains(a.exprId)) => (name, Right("GROUP_BY_AGGREGATE_VALUE"))
+      case j: Join if selfJoin(j) => (name, Right("SELF_JOIN"))  // its keys would need a term per read
       case j: Join if j.condition.exists(readsValues(_, values)) => (name, Right("JOIN_ON_AGGREGATE_VALUE"))
       case _ => (name, verdict)
     }
@@ -197,8 +198,8 @@ object DeltaRules {
   private def join(j: Join): (String, Either[String, String]) = {
     val name = s"Join ${j.joinType.sql}"
     j.joinType match {
+      case Inner | Cross => (name, Left("dL JOIN R(new) + L(old) JOIN dR"))  // a self-join too: a term per read
       case _ if selfJoin(j) => (name, Right("SELF_JOIN"))
-      case Inner | Cross => (name, Left("dL JOIN R(new) + L(old) JOIN dR"))
       case LeftOuter | RightOuter | FullOuter =>
         (name, Left("dL JOIN R(new) + L(old) JOIN dR, the changed side's own rows padded; the other side's rows " +
           "whose match the change brings or takes, padded with NULLs (+ at the new version, - at the old)"))
@@ -221,9 +222,9 @@ object DeltaRules {
     case _ => false
   })
 
-  /** Whether `plan` has a join of rows (above its aggregates) whose output is not linear in `table` (`flipsBy`). */
-  def flippedBy(plan: LogicalPlan, table: Seq[String]): Boolean =
-    aboveRegroupings(plan).exists { case j: Join => flipsBy(j, readsTable(_, table)); case _ => false }
+  /** How many joins of rows (above its aggregates) in `plan` are not linear in the relation `leaf` (`flipsBy`). */
+  def flippedAt(plan: LogicalPlan, leaf: LogicalPlan): Int =
+    aboveRegroupings(plan).count { case j: Join => flipsBy(j, _.exists(_ == leaf)); case _ => false }
 
   /** Whether `relation` is the catalog table whose name's parts, lower case, `table` ends with (`t`, `db.t`, `cat.db.t`). */
   def isTable(relation: LogicalRelation, table: Seq[String]): Boolean =
@@ -240,7 +241,8 @@ object DeltaRules {
     case r: LogicalRelation if r.catalogTable.isDefined => tableParts(r)
   }.toSet
 
-  private def tableParts(r: LogicalRelation): Seq[String] = r.catalogTable.get.identifier.nameParts.map(_.toLowerCase)
+  /** The name's parts, lower case, of the catalog table `r` reads. */
+  def tableParts(r: LogicalRelation): Seq[String] = r.catalogTable.get.identifier.nameParts.map(_.toLowerCase)
 
   /**
    * The linear part of the change through the source `reads` marks: each join `flipsBy` it keeps
@@ -272,7 +274,7 @@ object DeltaRules {
    *   // auctions SEMI JOIN bids(change) ANTI JOIN bids, with the bids' columns NULL
    * }}}
    */
-  def flips(plan: LogicalPlan, reads: LogicalPlan => Boolean): (LogicalPlan, Set[ExprId]) = {
+  def flips(plan: LogicalPlan, reads: LogicalPlan => Boolean): (LogicalPlan, Map[ExprId, ExprId]) = {
     val j = plan.collectFirst { case j: Join if flipsBy(j, reads) => j }.getOrElse(
       throw new IllegalArgumentException("the query has no outer, semi or anti join whose match the change flips"))
     val keptLeft = j.joinType match {
@@ -281,7 +283,7 @@ object DeltaRules {
       case _ => true
     }
     val (kept, matched) = if (keptLeft) (j.left, j.right) else (j.right, j.left)
-    val copy = renewed(matched)
+    val (copy, origins) = copied(matched)
     val ids = AttributeMap(matched.output.zip(copy.output))
     val onCopy = j.condition.map(_.transform { case a: Attribute if ids.contains(a) => ids(a) })
     val touched = Join(kept, copy, LeftSemi, onCopy, JoinHint.NONE)
@@ -295,15 +297,14 @@ object DeltaRules {
     val pruned = plan.transformDown {
       case u: Union => u.withNewChildren(u.children.map(c => if (c.exists(_ eq j)) c else LocalRelation(c.output)))
     }
-    val changeIds = copy.collect { case r: LogicalRelation if reads(r) => r.output.map(_.exprId) }.flatten.toSet
-    (pruned.transformUp { case p if p eq j => out }, changeIds)
+    (pruned.transformUp { case p if p eq j => out }, origins)
   }
 
   /**
    * A regroup term through the source `reads` marks, at one version of it: each topmost aggregate
    * (or DISTINCT) that reads the source keeps only the groups the change reaches, `A SEMI JOIN
    * keys`, the keys being A's group columns over a copy of A (rewritten by `forKeys`) whose reads of
-   * the source are replaced by the change (their attributes' ids are returned). Run at the new
+   * the source are replaced by the change (`copied`: each copied relation's origin). Run at the new
    * version (+) and at the old one (-), untouched groups cancel and touched ones are replaced; the
    * rules above them are linear. Superset keys (a group column left out of A's output) only add
    * groups that cancel.
@@ -312,18 +313,29 @@ object DeltaRules {
    *   // persons JOIN (... GROUP BY seller) SEMI JOIN (SELECT seller FROM auctions(change) GROUP BY seller)
    * }}}
    */
-  def regroups(plan: LogicalPlan, reads: LogicalPlan => Boolean): (LogicalPlan, Set[ExprId]) = {
-    val changeIds = mutable.Set[ExprId]()
+  def regroups(plan: LogicalPlan, reads: LogicalPlan => Boolean): (LogicalPlan, Map[ExprId, ExprId]) = {
+    val origins = mutable.Map[ExprId, ExprId]()
     def restricted(a: LogicalPlan): LogicalPlan = {
-      val copy = renewed(forKeys(a, reads))
-      changeIds ++= copy.collect { case r: LogicalRelation if reads(r) => r.output.map(_.exprId) }.flatten
+      val (copy, copiedFrom) = copied(forKeys(a, reads))
+      origins ++= copiedFrom
       val values = aggregateValues(a)
       val on = a.output.zip(copy.output).collect { case (o, c) if !values.contains(o.exprId) => EqualNullSafe(o, c) }
       Join(a, copy, LeftSemi, on.reduceOption[Expression](And), JoinHint.NONE)
     }
     def walk(p: LogicalPlan): LogicalPlan =
       if (regrouping(p)) { if (reads(p)) restricted(p) else p } else p.withNewChildren(p.children.map(walk))
-    (walk(plan), changeIds.toSet)
+    (walk(plan), origins.toMap)
+  }
+
+  /**
+   * A copy of `plan` (`renewed`), and the first column's id of each relation it reads mapped to
+   * that of the relation it copies: which read of a source it is (SourceSubstitution's reads).
+   */
+  private def copied(plan: LogicalPlan): (LogicalPlan, Map[ExprId, ExprId]) = {
+    val copy = renewed(plan)
+    (copy, copy.collectLeaves().zip(plan.collectLeaves()).collect {
+      case (c: LogicalRelation, o: LogicalRelation) => c.output.head.exprId -> o.output.head.exprId
+    }.toMap)
   }
 
   /** `plan` with every attribute it defines given a new id: a second copy of it in one plan. */
@@ -355,19 +367,16 @@ object DeltaRules {
     before.zip(after).collect { case (o: Alias, n) => (o.toAttribute, n.toAttribute) }
 
   /**
-   * Why a view of rows cannot be kept by these rules as a whole: a source on the flipping side of
-   * two joins (their flips would compound: not computed); a source read under an aggregate and
-   * also by the rows above it, or on the flipping side of a join above it (a regroup term's
-   * groups are only the touched ones: a join above would pad or drop rows by the others').
+   * Why a view of rows cannot be kept by these rules as a whole: a read of a source on the flipping
+   * side of two joins (their flips would compound: not computed), or under an aggregate on the
+   * flipping side of one (a regroup term's groups are only the touched ones: the join would pad or
+   * drop rows by the others').
    */
   private def planReasons(plan: LogicalPlan): Seq[String] = {
-    val above = aboveRegroupings(plan)
-    def flipping(t: Seq[String]) = above.count { case j: Join => flipsBy(j, readsTable(_, t)); case _ => false }
-    val regrouped = regroupings(plan).flatMap(tablesRead).toSet
-    val readAbove = above.collect { case r: LogicalRelation if r.catalogTable.isDefined => tableParts(r) }.toSet
-    Seq("STACKED_OUTER_JOINS" -> tablesRead(plan).exists(flipping(_) > 1),
-      "SOURCE_IN_AND_OUT_OF_AGGREGATE" -> regrouped.exists(readAbove.contains),
-      "AGGREGATE_ON_FLIPPING_SIDE" -> regrouped.exists(flipping(_) > 0)).collect { case (reason, true) => reason }
+    val leaves = plan.collectLeaves()
+    Seq("STACKED_OUTER_JOINS" -> leaves.exists(flippedAt(plan, _) > 1),
+      "AGGREGATE_ON_FLIPPING_SIDE" -> leaves.exists(l => regroupedAt(plan, l) && flippedAt(plan, l) > 0))
+      .collect { case (reason, true) => reason }
   }
 
   /** Whether both sides of `j` read one table: its terms would each hold the change on one side only. */

@@ -479,10 +479,9 @@ object QueryDescription extends PredicateHelper {
           "materialized_view" -> (isDelta && r.catalogTable.exists(isMaterializedView)),
           "columns" -> r.output.map(_.name),  // every column: a change feed carries them all
           // a join's matches that this source's change flips (DeltaRules.flips): rows views add those terms
-          "flips" -> r.catalogTable.exists(t => DeltaRules.flippedBy(plan, t.identifier.nameParts.map(_.toLowerCase))),
+          "flips" -> (r.catalogTable.isDefined && DeltaRules.flippedAt(plan, r) > 0),
           // read under an aggregate of a query of rows (DeltaRules.regroups): its terms recompute its groups
-          "regroups" -> (rows && r.catalogTable.exists(t =>
-            DeltaRules.regroupedBy(plan, t.identifier.nameParts.map(_.toLowerCase))))))
+          "regroups" -> (rows && r.catalogTable.isDefined && DeltaRules.regroupedAt(plan, r))))
       case h: HiveTableRelation =>
         Some(Map("table" -> h.tableMeta.identifier.quotedString, "provider" -> "hive",
           "columns" -> h.output.map(_.name)))

@@ -125,19 +125,45 @@ object SourceSubstitution {
   /**
    * `plan` as a term through the changed source `reads` marks: UNION branches that do not read it
    * emptied (they did not change in this term), then rewritten by `term`'s rules (DeltaRules); with
-   * the ids of the attributes of the relations that read the change (a Flips term's copy).
+   * the relations the rules copied (a Flips or Regroups term's), each first column's id mapped to
+   * its original's.
    */
-  private def rewritten(plan: LogicalPlan, reads: LogicalPlan => Boolean, term: Term): (LogicalPlan, Set[ExprId]) = {
+  private def rewritten(plan: LogicalPlan, reads: LogicalPlan => Boolean, term: Term)
+      : (LogicalPlan, Map[ExprId, ExprId]) = {
     val pruned = plan.transformDown {
       case u: Union => u.withNewChildren(u.children.map(c => if (reads(c)) c else LocalRelation(c.output)))
     }
     term match {
-      case Keys => (DeltaRules.forKeys(pruned, reads), Set.empty)
-      case Linear => (DeltaRules.linear(pruned, reads), Set.empty)
+      case Keys => (DeltaRules.forKeys(pruned, reads), Map.empty)
+      case Linear => (DeltaRules.linear(pruned, reads), Map.empty)
       case Flips(_) => DeltaRules.flips(pruned, reads)
       case Regroups(_) => DeltaRules.regroups(pruned, reads)
     }
   }
+
+  /**
+   * A source as the arguments name it: a table, every read of it; or `<table>#<k>`, its k-th read
+   * (from 0, in the order of the plan's leaves, as mv_describe lists its sources), so that the
+   * terms of a self-join read each side at its own version.
+   */
+  private case class Named(parts: Seq[String], read: Option[Int])
+
+  private val OneRead = "(?s)(.+)#(\\d+)".r
+
+  private def named(text: String): Named = {
+    val parser = SparkSession.active.sessionState.sqlParser
+    def parts(table: String) = parser.parseMultipartIdentifier(table).map(_.toLowerCase)
+    text match {
+      case OneRead(table, k) => Named(parts(table), Some(k.toInt))
+      case _ => Named(parts(text), None)
+    }
+  }
+
+  /** Each catalog table's reads in `plan`, by their first column's id: which read of its table each is. */
+  private def readsOf(plan: LogicalPlan): Map[ExprId, Int] =
+    plan.collectLeaves().distinct.collect { case r: LogicalRelation if r.catalogTable.isDefined => r }
+      .groupBy(DeltaRules.tableParts).values
+      .flatMap(_.zipWithIndex.map { case (r, k) => r.output.head.exprId -> k }).toMap
 
   /** One pass, so a replacement's own reads of another source (its rows' regions) stay as they are. */
   private def substitute(texts: Seq[String], changed: Option[String], term: Term = Linear): LogicalPlan = {
@@ -146,17 +172,27 @@ object SourceSubstitution {
     val session = SparkSession.active
     def analyse(text: String): LogicalPlan =
       session.sessionState.executePlan(session.sessionState.sqlParser.parsePlan(text)).analyzed
-    val parser = session.sessionState.sqlParser
     val resolver = session.sessionState.conf.resolver
-    val byName = replacements.map { case (source, text) =>
-      (source, parser.parseMultipartIdentifier(source).map(_.toLowerCase), text, analyse(s"SELECT * FROM $text"))
+    val analysed = analyse(queryText)
+    val reads = readsOf(analysed)
+    // The relations the term's rules copied, by their first column's id, to the id of the one copied.
+    var origins = Map.empty[ExprId, ExprId]
+    def matches(relation: LogicalRelation, source: Named): Boolean = DeltaRules.isTable(relation, source.parts) &&
+      source.read.forall { k => val id = relation.output.head.exprId; reads.get(origins.getOrElse(id, id)).contains(k) }
+    val byName = replacements.map { case (source, text) => (source, named(source), text, analyse(s"SELECT * FROM $text")) }
+    def target(relation: LogicalRelation) = byName.find { case (_, name, _, _) => matches(relation, name) }
+    val changedSource = changed.map(named)
+    val query = changedSource match {
+      case Some(source) =>
+        val (plan, copies) = rewritten(analysed, _.exists { case r: LogicalRelation => matches(r, source); case _ => false },
+          term)
+        origins = copies
+        plan
+      case None => analysed
     }
-    def target(relation: LogicalRelation) = byName.find { case (_, parts, _, _) => DeltaRules.isTable(relation, parts) }
-    // The relations a Flips or Regroups term reads the change from (their attributes' ids), none for the others.
-    val (query, changeIds) = changed.map(parser.parseMultipartIdentifier(_).map(_.toLowerCase)) match {
-      case Some(parts) => rewritten(analyse(queryText), DeltaRules.readsTable(_, parts), term)
-      case None => (analyse(queryText), Set.empty[ExprId])
-    }
+    // A Flips or Regroups term reads the change where its copies read the changed source.
+    def readsChange(relation: LogicalRelation) =
+      origins.contains(relation.output.head.exprId) && changedSource.exists(matches(relation, _))
     val change = term.change.map(text => analyse(s"SELECT * FROM $text"))
     def aliased(relation: LogicalRelation, replacement: LogicalPlan, text: String) =
       Project(relation.output.map { column =>
@@ -166,7 +202,7 @@ object SourceSubstitution {
       }, replacement)
     val replaced = mutable.Set[String]()
     val result = query.transformUp {
-      case relation: LogicalRelation if relation.output.exists(a => changeIds.contains(a.exprId)) =>
+      case relation: LogicalRelation if change.isDefined && readsChange(relation) =>
         aliased(relation, change.get, "the change")
       case relation: LogicalRelation if target(relation).isDefined =>
         val (source, _, text, replacement) = target(relation).get
