@@ -130,16 +130,16 @@ def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, i
 
         def term(sign: int, replacement: str, **kind: str) -> None:
             parts.append((sign, source, run.query_over({**after, read.name: replacement}, read.name, keys=keys, **kind)))
+        change = run.temp_view(changes[source], f"change_{i}") if (read.regroups or read.flips) and not keys else None
         if read.regroups and not keys:  # its aggregates' touched groups, new (+) and old (-)
-            change = run.temp_view(changes[source], f"change_{i}")
             term(1, run.source(source), regroups=change)
             term(-1, run.previous_source(source), regroups=change)
-            continue
-        for sign in (1, -1):
-            if signs[source].get(sign):
-                term(sign, run.temp_view(changes[source].where(F.col(SIGN) == sign), f"{'in' if sign > 0 else 'out'}_{i}"))
+        else:
+            for sign in (1, -1):
+                if signs[source].get(sign):
+                    rows = changes[source].where(F.col(SIGN) == sign)
+                    term(sign, run.temp_view(rows, f"{'in' if sign > 0 else 'out'}_{i}"))
         if read.flips and not keys:  # the other side's rows whose match came or went
-            change = run.temp_view(changes[source], f"change_{i}")
             term(1, run.source(source), flips=change)
             term(-1, run.previous_source(source), flips=change)
     return parts

@@ -9,8 +9,10 @@ feeds of a union), then every REFRESH is incremental and the view is exactly its
 net changes. Rows over outer, semi and anti joins also flip the other side's rows whose match
 comes or goes (padded, kept, dropped). A GROUP BY or DISTINCT over outer, semi and anti joins, with
 HAVING, or over another aggregate recomputes the groups the change reaches (a top OVER
-(PARTITION BY ...): tests/test_partition_views.py). Operators without a
-rule (DISTINCT under rows, OVER, a self-join, a source on the padded side of two outer joins)
+(PARTITION BY ...): tests/test_partition_views.py). An aggregate or DISTINCT below rows (joined,
+on an outer join's padded side, joined to its own source: a self-join) recomputes the groups its
+change reaches at the new and the old version. Operators without a rule (OVER, an outer
+self-join, a source on the padded side of two outer joins, an outer join on an aggregate's value)
 refresh in full with their reason, EXPLAIN says so operator by operator, and INCREMENTAL STRICT
 refuses them.
 """
@@ -62,8 +64,20 @@ FLIPPED = {  # rows over outer, semi and anti joins: a match that comes or goes 
     "outer_union": """SELECT a.id, b.price FROM {auctions} a LEFT JOIN {bids} b ON b.auction = a.id
                       UNION ALL SELECT auction, price FROM {asks}""",
 }
+REGROUPED = {  # aggregates and DISTINCT below rows, self-joins: each read's touched groups, new and old
+    "top_bids": """SELECT b.id, b.auction, b.price FROM {bids} b JOIN (SELECT auction, max(price) AS top FROM {bids}
+                   GROUP BY auction) t ON b.auction = t.auction AND b.price = t.top""",
+    "per_auction": """SELECT a.id, a.category, s.n, s.top FROM {auctions} a LEFT JOIN (SELECT auction, count(*) AS n,
+                      max(price) AS top FROM {bids} GROUP BY auction) s ON s.auction = a.id""",
+    "asked": "SELECT b.id, b.price FROM {bids} b JOIN (SELECT DISTINCT auction FROM {asks}) s ON b.auction = s.auction",
+    "pairs": "SELECT x.id, y.id AS other FROM {bids} x JOIN {bids} y ON x.auction = y.auction AND x.id < y.id",
+    "per_category": """SELECT s.category, s.n, c.asks FROM (SELECT a.category, count(*) AS n FROM {bids} b
+                       JOIN {auctions} a ON b.auction = a.id GROUP BY a.category) s
+                       JOIN (SELECT count(*) AS asks FROM {asks}) c ON true""",
+}
 VIEWS.update(GROUPED)
 VIEWS.update(FLIPPED)
+VIEWS.update(REGROUPED)
 SCENARIO = ("joined", "unioned", "by_category", "by_bucket")  # "duplicates": the tests below
 # Where a refresh of rows can stop: after reading the changes, and after its one commit (it writes
 # no late rows and keeps no open windows).
@@ -172,6 +186,21 @@ def test_rows_over_outer_semi_and_anti_joins_flip_as_matches_come_and_go(spark, 
         pass
 
 
+@pytest.mark.parametrize("kinds", [("top_bids", "per_auction"),
+                                   pytest.param(("asked", "pairs", "per_category"), marks=pytest.mark.slow)])
+def test_aggregates_distinct_and_self_joins_below_rows_recompute_their_touched_groups(spark, tables, kinds):
+    """A bid deleted, repriced or added moves its auction's maximum (top_bids joins the bids to it:
+    a self-join, each side a read of its own); an auction's last bid going pads it with NULLs
+    (per_auction). Each changed read's term runs the query at the new version (+) and at the old
+    (-) with its aggregates kept to the groups the change reaches; untouched groups cancel."""
+    tables.run("INSERT INTO {bids} VALUES (1, 1, 10), (2, 1, 20), (3, 2, 15), (7, 1, 12), (8, 5, 3)")
+    tables.run("INSERT INTO {auctions} VALUES (1, 'books'), (2, 'games'), (3, 'books'), (6, 'toys')")
+    tables.run("INSERT INTO {asks} VALUES (1, 1, 5), (2, 3, 70)")
+    views = {kind: tables.view(kind) for kind in kinds}
+    for _ in each_round_refreshed_incrementally_and_equal_to_its_query(spark, tables, views):
+        pass
+
+
 def test_a_group_key_renamed_to_another_source_columns_name_is_found_by_its_values(spark, tables):
     """The key `auction` is the price: the touched groups are the changed rows' prices, not their auctions."""
     tables.run("INSERT INTO {bids} VALUES (1, 1, 10), (2, 2, 20)")
@@ -198,8 +227,9 @@ def test_a_change_that_leaves_a_row_as_it_was_does_not_touch_it(spark, tables):
     ("SELECT a.id, s.price FROM {auctions} a LEFT JOIN (SELECT b.auction, k.price FROM {bids} b LEFT JOIN {asks} k "
      "ON k.id = b.id) s ON s.auction = a.id", "STACKED_OUTER_JOINS"),
     ("SELECT id, rank() OVER (PARTITION BY auction ORDER BY price) AS r FROM {bids}", "OVER_WITHOUT_RULE"),
-    ("SELECT b.id FROM {bids} b JOIN (SELECT DISTINCT auction FROM {asks}) s ON b.auction = s.auction", "DISTINCT"),
-    ("SELECT x.id, y.id AS other FROM {bids} x JOIN {bids} y ON x.auction = y.auction", "SELF_JOIN"),
+    ("SELECT x.id, y.id AS other FROM {bids} x LEFT JOIN {bids} y ON x.auction = y.auction", "SELF_JOIN"),
+    ("SELECT a.id, s.n FROM {auctions} a LEFT JOIN (SELECT auction, count(*) AS n FROM {bids} GROUP BY auction) s "
+     "ON s.auction = a.id AND s.n > 1", "OUTER_JOIN_ON_AGGREGATE_VALUE"),
     ("SELECT top DIV 10 AS bucket, count(*) AS n FROM (SELECT auction, max(price) AS top FROM {bids} "
      "GROUP BY auction) GROUP BY top DIV 10", "GROUP_BY_AGGREGATE_VALUE"),
 ])
@@ -245,7 +275,7 @@ def test_random_changes_on_both_sides_keep_every_view_its_query(spark, rounds):
         tables.run("INSERT INTO {auctions} VALUES (1, 'a'), (2, 'b'), (2, 'b')")  # a duplicate dimension row
         tables.run("INSERT INTO {asks} VALUES (1, 3, 5)")
         views = {kind: tables.view(kind) for kind in ("joined", "unioned", "duplicates", "by_category", "unlisted",
-                                                      "without_bids")}
+                                                      "without_bids", "top_bids", "per_auction")}
         for steps in rounds:
             for statement, k, a, p in steps:
                 tables.run(statement.replace("{k}", str(k)).replace("{a}", str(a)).replace("{p}", str(p)))

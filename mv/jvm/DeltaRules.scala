@@ -369,13 +369,18 @@ object DeltaRules {
   /**
    * Why a view of rows cannot be kept by these rules as a whole: a read of a source on the flipping
    * side of two joins (their flips would compound: not computed), or under an aggregate on the
-   * flipping side of one (a regroup term's groups are only the touched ones: the join would pad or
-   * drop rows by the others').
+   * flipping side of one joined on an aggregate's value (the flips find their rows by the groups of
+   * the change, whose values are partial; by group keys they are exact).
    */
   private def planReasons(plan: LogicalPlan): Seq[String] = {
     val leaves = plan.collectLeaves()
+    val values = aggregateValues(plan)
+    def onValues(leaf: LogicalPlan) = aboveRegroupings(plan).exists {
+      case j: Join => flipsBy(j, _.exists(_ == leaf)) && j.condition.exists(readsValues(_, values))
+      case _ => false
+    }
     Seq("STACKED_OUTER_JOINS" -> leaves.exists(flippedAt(plan, _) > 1),
-      "AGGREGATE_ON_FLIPPING_SIDE" -> leaves.exists(l => regroupedAt(plan, l) && flippedAt(plan, l) > 0))
+      "OUTER_JOIN_ON_AGGREGATE_VALUE" -> leaves.exists(l => regroupedAt(plan, l) && onValues(l)))
       .collect { case (reason, true) => reason }
   }
 

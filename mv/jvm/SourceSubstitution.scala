@@ -137,7 +137,7 @@ object SourceSubstitution {
       case Keys => (DeltaRules.forKeys(pruned, reads), Map.empty)
       case Linear => (DeltaRules.linear(pruned, reads), Map.empty)
       case Flips(_) => DeltaRules.flips(pruned, reads)
-      case Regroups(_) => DeltaRules.regroups(pruned, reads)
+      case Regroups(_) => DeltaRules.regroups(DeltaRules.linear(pruned, reads), reads)  // flips: a term of their own
     }
   }
 
