@@ -9,7 +9,10 @@ outside category 7,
 or `outer_rows`, every bid, its auction's category where that is not 7 (a LEFT JOIN: a
 recategorized auction's bids are padded with NULLs or matched again, DeltaRules.flips),
 or `per_minute`, a TUMBLE over the bids joined to their auctions, per minute and category (its
-groups found by the change; no Structured Streaming contender: the stream would need a watermark).
+groups found by the change; no Structured Streaming contender: the stream would need a watermark),
+or `top_per_minute`, Nexmark q7's shape: each bid that is its minute's highest, the bids joined to
+their own TUMBLE's maximum (a self-join of rows and an aggregate whose bounds the output leaves
+out: DeltaRules.regroups, its terms kept to the change's time range).
 Cases, each a few rounds, medians; every round checks the view against its query:
     small append    1,000 new bids: REFRESH / a plain Delta append of them      target <= 5
     batch append    1% new bids: REFRESH / a full refresh (a twin view under REFRESH POLICY FULL)  <= 0.1
@@ -50,6 +53,9 @@ FROM jb_bids b LEFT JOIN jb_auctions a ON b.auction = a.id AND a.category <> 7""
     "per_minute": """SELECT window_start, window_end, a.category, count(*) AS bids, sum(b.price) AS total
 FROM TUMBLE(TABLE(jb_bids), DESCRIPTOR(ts), INTERVAL '1' MINUTE) b JOIN jb_auctions a ON b.auction = a.id
 GROUP BY window_start, window_end, a.category""",
+    "top_per_minute": """SELECT b.auction, b.bidder, b.price, b.ts FROM jb_bids b
+JOIN (SELECT window_start, window_end, max(price) AS top FROM TUMBLE(TABLE(jb_bids), DESCRIPTOR(ts), INTERVAL '1' MINUTE)
+      GROUP BY window_start, window_end) m ON b.price = m.top AND b.ts >= m.window_start AND b.ts < m.window_end""",
 }
 QUERY = VIEWS["rows"]
 

@@ -55,6 +55,9 @@ class Read:
     name: str
     flips: bool = False
     regroups: bool = False
+    # Regrouped by windows of the read's own time column: {"time_column": name, "size": micros}
+    # (its terms read only the change's time range, give or take a window).
+    window: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -124,7 +127,7 @@ class QueryInfo:
         for s in (s for s in self.sources if s.get("table")):
             k = seen[s["table"]] = seen.get(s["table"], -1) + 1
             name = s["table"] if tables.count(s["table"]) == 1 else f"{s['table']}#{k}"
-            reads.append(Read(s["table"], name, bool(s.get("flips")), bool(s.get("regroups"))))
+            reads.append(Read(s["table"], name, bool(s.get("flips")), bool(s.get("regroups")), s.get("regroup_window")))
         return reads
 
     @property

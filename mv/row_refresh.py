@@ -33,7 +33,7 @@ from pyspark.sql import functions as F
 
 from mv import change_feed, estimate, window_refresh, writes
 from mv.internal_columns import N, SIGN
-from mv.query import micros_sql, quote
+from mv.query import micros_sql, quote, time_sql
 from mv.run import Run
 from mv.writes import Write
 
@@ -132,8 +132,9 @@ def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, i
             parts.append((sign, source, run.query_over({**after, read.name: replacement}, read.name, keys=keys, **kind)))
         change = run.temp_view(changes[source], f"change_{i}") if (read.regroups or read.flips) and not keys else None
         if read.regroups and not keys:  # its aggregates' touched groups, new (+) and old (-)
-            term(1, run.source(source), regroups=change)
-            term(-1, run.previous_source(source), regroups=change)
+            within = _change_times(changes[source], read.window) if read.window else None
+            term(1, _kept_to(run.source(source), within), regroups=change)
+            term(-1, _kept_to(run.previous_source(source), within), regroups=change)
         else:
             for sign in (1, -1):
                 if signs[source].get(sign):
@@ -143,6 +144,26 @@ def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, i
             term(1, run.source(source), flips=change)
             term(-1, run.previous_source(source), flips=change)
     return parts
+
+
+def _change_times(change: DataFrame, window: dict) -> str:
+    """The condition keeping a source to the rows a regroup term of `window`-grouped aggregates needs:
+    its touched groups each lie in a window holding a changed row, so within the change's times give
+    or take twice the window's size (a day window in a time zone may be an hour longer). FALSE for a
+    change without times: it is in no window, so the term's groups are none."""
+    column = window["time_column"]
+    t = change.schema[column].dataType.simpleString()
+    micros = micros_sql(quote(column), t)
+    low, high = change.selectExpr(f"min({micros})", f"max({micros})").first()
+    if low is None:
+        return "FALSE"
+    margin = 2 * window["size"]
+    return f"{quote(column)} >= {time_sql(low - margin, t)} AND {quote(column)} <= {time_sql(high + margin, t)}"
+
+
+def _kept_to(relation: str, condition: str | None) -> str:
+    """`relation` (a source as of a version, in SQL's FROM) with only its rows that meet `condition`."""
+    return relation if condition is None else f"(SELECT * FROM {relation} WHERE {condition})"
 
 
 def _weigh(run: Run, parts: list[tuple[int, str, str]], reads_view: bool) -> None:

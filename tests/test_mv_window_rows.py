@@ -83,7 +83,9 @@ def kept_through_random_changes(spark, given, bids: str, query: str, seed: str, 
         refreshed(spark, view, query)
 
 
-@pytest.mark.parametrize("shape", [TOP_2, TOP_2_ITEMS, FIRST_BID_PER_ITEM, ALL_PRICES],
+# top_n and deduplication in make test; the others in make test-slow (make test's 20 minutes)
+@pytest.mark.parametrize("shape", [TOP_2, pytest.param(TOP_2_ITEMS, marks=pytest.mark.slow), FIRST_BID_PER_ITEM,
+                                   pytest.param(ALL_PRICES, marks=pytest.mark.slow)],
                          ids=["top_n", "top_n_of_groups", "deduplication", "duplicate_rows"])
 def test_window_rows_are_kept_incrementally_through_inserts_updates_and_deletes(spark, given, shape):
     bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:02", 4), bid(3, "a", "00:12", 7),
@@ -175,7 +177,8 @@ def test_an_ekuiper_session_window_view_refreshes_in_full_as_its_sessions_span_e
 
 # --- rows over SESSION: Top-N, deduplication, plain rows ---------------------------------------------
 
-@pytest.mark.parametrize("shape", [SESSION_TOP_2, SESSION_FIRST_BID, SESSION_PRICES, SESSION_ANY_TOP_1],
+@pytest.mark.parametrize("shape", [SESSION_TOP_2, SESSION_FIRST_BID, pytest.param(SESSION_PRICES, marks=pytest.mark.slow),
+                                   pytest.param(SESSION_ANY_TOP_1, marks=pytest.mark.slow)],
                          ids=["top_n_with_ties", "deduplication", "duplicate_rows", "without_keys"])
 def test_session_rows_are_kept_incrementally_through_inserts_updates_and_deletes(spark, given, shape):
     """Given bids whose 5-minute sessions merge and split as bids come and go (times 00:00-00:39),
@@ -279,7 +282,7 @@ SESSION_PAIR_COUNTS = """SELECT l.item, l.window_start, l.window_end, count(*) A
                          GROUP BY l.item, l.window_start, l.window_end"""
 
 
-@pytest.mark.parametrize("shape, join", [(SESSION_PAIRS, "JOIN"),
+@pytest.mark.parametrize("shape, join", [pytest.param(SESSION_PAIRS, "JOIN", marks=pytest.mark.slow),
                                          pytest.param(SESSION_PAIR_COUNTS, "JOIN", marks=pytest.mark.slow),
                                          (SESSION_PAIRS, "LEFT JOIN")], ids=["rows", "grouped", "left_join"])
 def test_joined_sessions_are_kept_incrementally_through_inserts_updates_and_deletes(spark, given, shape, join):

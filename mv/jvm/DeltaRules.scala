@@ -72,6 +72,9 @@ object DeltaRules {
   private def aboveRegroupings(plan: LogicalPlan): Seq[LogicalPlan] =
     if (regrouping(plan)) Nil else plan +: plan.children.flatMap(aboveRegroupings)
 
+  /** The topmost aggregates of a query of rows that read the relation `leaf`. */
+  def regroupingsOf(plan: LogicalPlan, leaf: LogicalPlan): Seq[LogicalPlan] = regroupings(plan).filter(_.exists(_ == leaf))
+
   /** Whether a query of rows reads the relation `leaf` under an aggregate (`regroups`): its terms recompute groups. */
   def regroupedAt(plan: LogicalPlan, leaf: LogicalPlan): Boolean = regroupings(plan).exists(_.exists(_ == leaf))
 

@@ -150,6 +150,31 @@ object QueryDescription extends PredicateHelper {
         w.partitionBy.collect { case a: Attribute if w.spec.kind.name == "SESSION" => a.exprId -> "session_key" }
   }.flatten.toMap)
 
+  /**
+   * For a relation `leaf` read under aggregates of a query of rows, when each of those aggregates
+   * groups by the bounds of a TUMBLE, HOP or CUMULATE window over `leaf`'s own time column: that
+   * column and the longest such window's size (micros). Each group then lies in one window, so the
+   * groups a change reaches lie within its rows' times -/+ that size, and a regroup term reads only
+   * that range of the source (mv/row_refresh.py). None otherwise.
+   */
+  private def regroupWindow(plan: LogicalPlan, leaf: LogicalPlan): Option[Map[String, Any]] = {
+    val found = DeltaRules.regroupingsOf(plan, leaf).map { a =>
+      val windows = a.collect {
+        case w: WindowTableFunction if w.child.exists(_ == leaf) && Seq("TUMBLE", "HOP", "CUMULATE").contains(w.spec.kind.name) &&
+          (w.timeColumn match { case t: Attribute => leaf.outputSet.contains(t); case _ => false }) => w
+      }
+      val bounds = traced(a, windows.flatMap(w => Seq(w.windowStart.exprId -> w, w.windowEnd.exprId -> w)).toMap)
+      val keys = a match {
+        case g: Aggregate => g.groupingExpressions
+        case other => other.output
+      }
+      keys.collectFirst { case k: Attribute if bounds.contains(k.exprId) => bounds(k.exprId) }
+    }
+    if (found.isEmpty || found.exists(_.isEmpty) || found.flatten.map(_.timeColumn).distinct.size != 1) None
+    else Some(Map("time_column" -> found.flatten.head.timeColumn.asInstanceOf[Attribute].name,
+      "size" -> found.flatten.map(_.spec.size).max))
+  }
+
   /** `seeds`, plus every attribute that is a plain alias of one of them, with its seed's value. */
   private def traced[T](plan: LogicalPlan, seeds: Map[ExprId, T]): Map[ExprId, T] = {
     val found = mutable.Map[ExprId, T]() ++= seeds
@@ -481,7 +506,8 @@ object QueryDescription extends PredicateHelper {
           // a join's matches that this source's change flips (DeltaRules.flips): rows views add those terms
           "flips" -> (r.catalogTable.isDefined && DeltaRules.flippedAt(plan, r) > 0),
           // read under an aggregate of a query of rows (DeltaRules.regroups): its terms recompute its groups
-          "regroups" -> (rows && r.catalogTable.isDefined && DeltaRules.regroupedAt(plan, r))))
+          "regroups" -> (rows && r.catalogTable.isDefined && DeltaRules.regroupedAt(plan, r)),
+          "regroup_window" -> (if (rows && r.catalogTable.isDefined) regroupWindow(plan, r).orNull else null)))
       case h: HiveTableRelation =>
         Some(Map("table" -> h.tableMeta.identifier.quotedString, "provider" -> "hive",
           "columns" -> h.output.map(_.name)))
