@@ -12,7 +12,10 @@ or `per_minute`, a TUMBLE over the bids joined to their auctions, per minute and
 groups found by the change; no Structured Streaming contender: the stream would need a watermark),
 or `top_per_minute`, Nexmark q7's shape: each bid that is its minute's highest, the bids joined to
 their own TUMBLE's maximum (a self-join of rows and an aggregate whose bounds the output leaves
-out: DeltaRules.regroups, its terms kept to the change's time range).
+out: DeltaRules.regroups, its terms kept to the change's time range), or `shards_per_minute`, the
+bids counted per minute and auction shard with the minute left out of the output (one read of an
+aggregate whose window bounds the output leaves out: its two regroup runs read only the change's
+minutes).
 Cases, each a few rounds, medians; every round checks the view against its query:
     small append    1,000 new bids: REFRESH / a plain Delta append of them      target <= 5
     batch append    1% new bids: REFRESH / a full refresh (a twin view under REFRESH POLICY FULL)  <= 0.1
@@ -56,6 +59,8 @@ GROUP BY window_start, window_end, a.category""",
     "top_per_minute": """SELECT b.auction, b.bidder, b.price, b.ts FROM jb_bids b
 JOIN (SELECT window_start, window_end, max(price) AS top FROM TUMBLE(TABLE(jb_bids), DESCRIPTOR(ts), INTERVAL '1' MINUTE)
       GROUP BY window_start, window_end) m ON b.price = m.top AND b.ts >= m.window_start AND b.ts < m.window_end""",
+    "shards_per_minute": """SELECT auction % 10 AS shard, count(*) AS bids, max(price) AS top
+FROM TUMBLE(TABLE(jb_bids), DESCRIPTOR(ts), INTERVAL '1' MINUTE) GROUP BY auction % 10, window_start, window_end""",
 }
 QUERY = VIEWS["rows"]
 

@@ -33,7 +33,7 @@ from pyspark.sql import SparkSession
 
 from mv import errors, history
 from mv.delta_tables import Table
-from mv.query import sql_string
+from mv.query import Read, sql_string
 
 MB = 1 << 20
 MIN_WORK = 8 * MB
@@ -67,15 +67,15 @@ class Sizes:
     joined: int = 0
 
     @staticmethod
-    def of(tables: dict[str, Table], view: str, sources: list[str], flipping: list[str] = (),
-           by_terms: bool = True) -> Sizes:
-        """The sizes of `view` over `sources`; `joined` only for a refresh `by_terms` (mv/row_refresh.py):
-        one window by window reads the other sources' touched windows alone, not known before reading."""
+    def of(tables: dict[str, Table], view: str, reads: list[Read], by_terms: bool = True) -> Sizes:
+        """The sizes of `view` over its sources' `reads`; `joined` only for a refresh `by_terms`
+        (mv/row_refresh.py): one window by window reads the other sources' touched windows alone,
+        not known before reading."""
         def total(values: list[int | None]) -> int | None:
             return None if None in values else sum(values)
+        sources = list(dict.fromkeys(r.table for r in reads))
         return Sizes(total([tables[s].bytes for s in sources]), total([tables[s].change_bytes for s in sources]),
-                     tables[view].bytes,
-                     joined(tables, view, list(dict.fromkeys(sources)), flipping) if by_terms else 0)
+                     tables[view].bytes, joined(tables, view, reads) if by_terms else 0)
 
     @property
     def full(self) -> int | None:
@@ -87,24 +87,27 @@ class Sizes:
         return None not in (self.change, self.source) and self.change < SMALL_CHANGE * self.source
 
 
-def joined(tables: dict[str, Table], view: str, sources: list[str], flipping: list[str] = ()) -> int:
-    """What a change of a view over several sources reads besides itself, at least, known from the
-    log before it is read (mv/row_refresh.py's terms): each changed source's term reads every other
-    source in full, once per sign its change has (inserted rows; taken away: `change_retracts`),
-    twice more where it flips an outer join's rows (`flipping`); a change that takes rows away also
-    reads the view and merges into it. 0 for one source, or when a size is unknown.
+def joined(tables: dict[str, Table], view: str, reads: list[Read]) -> int:
+    """What a change of a view that reads several sources (or one twice: a self-join) reads besides
+    itself, at least, known from the log before it is read (mv/row_refresh.py's terms): each changed
+    read's terms read every other read in full, once per sign its change has (inserted rows; taken
+    away: `change_retracts`), twice more where it flips an outer join's rows; a read under an
+    aggregate, twice (at both versions), and the view, as does a change that takes rows away: they
+    merge into it. 0 for one read, or when a size is unknown.
 
     Example: a 1 MB dimension updated under a 90 MB fact: 2 x 90 MB (its two signs' terms) + 2 x the view.
     """
-    if len(sources) < 2 or any(tables[s].bytes is None for s in sources) or tables[view].bytes is None:
+    if len(reads) < 2 or any(tables[r.table].bytes is None for r in reads) or tables[view].bytes is None:
         return 0
     work, retracts = 0, False
-    for s in sources:
-        if not tables[s].change_bytes:
+    for i, read in enumerate(reads):
+        changed = tables[read.table]
+        if not changed.change_bytes:
             continue
-        others = sum(tables[t].bytes for t in sources if t != s)
-        work += others * ((2 if tables[s].change_retracts else 1) + (2 if s in flipping else 0))
-        retracts = retracts or bool(tables[s].change_retracts)
+        others = sum(tables[r.table].bytes for j, r in enumerate(reads) if j != i)
+        signs = 2 if read.regroups or changed.change_retracts else 1
+        work += others * (signs + (2 if read.flips else 0))
+        retracts = retracts or read.regroups or bool(changed.change_retracts)
     return work + (2 * tables[view].bytes if retracts else 0)
 
 

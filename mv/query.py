@@ -131,18 +131,6 @@ class QueryInfo:
         return reads
 
     @property
-    def flipping(self) -> list[str]:
-        """The sources whose change flips a join's other rows in a view of rows (an outer join's padded
-        side, a semi or anti join's right side): their terms add mv_substitute_flips' rows."""
-        return list(dict.fromkeys(r.table for r in self.reads if r.flips))
-
-    @property
-    def regrouping(self) -> list[str]:
-        """The sources a view of rows reads under an aggregate (or DISTINCT): their terms recompute
-        the groups their change reaches, at the new version and the old (mv_substitute_regroups)."""
-        return list(dict.fromkeys(r.table for r in self.reads if r.regroups))
-
-    @property
     def upstream_views(self) -> list[str]:
         """The sources that are materialized views themselves."""
         return [s["table"] for s in self.sources if s.get("table") and s.get("materialized_view")]

@@ -168,7 +168,7 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
             and not clock_closes(spark, view.definition, previous, now):
         return Outcome(view.name, "incremental", "NO_CHANGES", previous.refresh_id, targets, started_at=started,
                        watermark=previous.watermark, duration_s=round(time.time() - started, 3))
-    sizes = estimate.Sizes.of(tables, view.name, info.source_tables, info.flipping, by_terms=not by_windows(info))
+    sizes = estimate.Sizes.of(tables, view.name, info.reads, by_terms=not by_windows(info))
     chosen, work = _weighed_before_reading(spark, view, info, sizes, chosen, dry)
     outcome = Outcome(view.name, chosen.technique, chosen.reason, refresh_id, targets, started_at=started,
                       work_bytes=work)

@@ -172,9 +172,12 @@ def _weigh(run: Run, parts: list[tuple[int, str, str]], reads_view: bool) -> Non
     a change that takes copies away, or regroups, reads the view to find them (`reads_view`) and
     merges into it. Raises estimate.FullCheaper when a full refresh costs less (AUTO), and
     estimate.Estimated when asked only for the estimate (EXPLAIN). A change under SMALL_CHANGE of
-    the sources' bytes goes unweighed only for a view of one source: a small change of another
-    source is joined with all of the first."""
-    several = len(set(run.info.source_tables)) > 1
+    the sources' bytes goes unweighed only for a view that reads one source once, outside any
+    aggregate: a small change of a source is joined with all of another read (of another source, or
+    of itself), and an aggregate's touched groups are recomputed twice and merged into the view."""
+    # A self-join's change joins all of its table's other read; a regroup term reads its source twice
+    # and merges into the whole view: neither is cheap because the change is.
+    several = len(run.info.reads) > 1 or any(r.regroups for r in run.info.reads)
     if not run.dry and (run.view.definition.policy != "AUTO" or (run.sizes.small_change and not several)):
         return
     if not parts:  # the change has no rows (e.g. OPTIMIZE): nothing to weigh

@@ -137,6 +137,8 @@ def counted(run: Run, net: DataFrame) -> Write:
     inserted; b untouched.
     """
     columns = [quote(c) for c in run.columns]
+    net = net.cache()  # read three times below (the losing rows twice, the gaining once): its terms run once
+    run.cached.append(net)
     losing = net.where(F.col(N) < 0)
     same = [F.col(f"v.{c}").eqNullSafe(F.col(f"l.{c}")) for c in columns]
     held = (run.spark.table(run.view.name).alias("v").join(F.broadcast(losing.alias("l")), same, "left_semi")

@@ -10,6 +10,7 @@ import pytest
 
 from mv.delta_tables import Table
 from mv.estimate import MB, Past, Sizes, joined, weigh
+from mv.query import Read
 from mv.settings import session_settings
 
 SOURCE = "est_bids"
@@ -60,11 +61,20 @@ def test_a_change_over_several_sources_is_weighed_with_what_its_terms_join_it_to
     fact, dimension, view = Table(5, "f", bytes=90 * MB), Table(3, "d", bytes=MB), Table(9, "v", bytes=40 * MB)
     updated = replace(dimension, change_bytes=MB // 10, change_retracts=True)
     tables = {"fact": fact, "dim": updated, "v": view}
-    assert joined(tables, "v", ["fact", "dim"]) == 2 * 90 * MB + 2 * 40 * MB
-    assert joined(tables, "v", ["fact", "dim"], flipping=["dim"]) == 4 * 90 * MB + 2 * 40 * MB
+    fact_dim = [Read("fact", "fact"), Read("dim", "dim")]
+    assert joined(tables, "v", fact_dim) == 2 * 90 * MB + 2 * 40 * MB
+    assert joined(tables, "v", [Read("fact", "fact"), Read("dim", "dim", flips=True)]) == 4 * 90 * MB + 2 * 40 * MB
     appended = {**tables, "dim": dimension, "fact": replace(fact, change_bytes=MB, change_retracts=False)}
-    assert joined(appended, "v", ["fact", "dim"]) == MB  # the dimension once, the view not read
-    assert joined(tables, "v", ["dim"]) == 0  # one source: nothing joined
+    assert joined(appended, "v", fact_dim) == MB  # the dimension once, the view not read
+    assert joined(tables, "v", [Read("dim", "dim")]) == 0  # one read: nothing joined
+
+
+def test_a_self_join_weighs_its_change_against_the_other_read_of_its_own_table():
+    """Nexmark q7's shape: new bids joined to the bids' per-window maximum. The raw read's term joins
+    the whole aggregate; the aggregate's read runs twice (its two versions) against the raw read."""
+    bids, view = Table(5, "b", bytes=90 * MB, change_bytes=MB, change_retracts=False), Table(9, "v", bytes=MB)
+    reads = [Read("bids", "bids#0"), Read("bids", "bids#1", regroups=True)]
+    assert joined({"bids": bids, "v": view}, "v", reads) == 90 * MB + 2 * 90 * MB + 2 * MB
 
 
 def test_joined_windows_refreshed_window_by_window_read_only_the_touched_windows_of_the_other_source():
@@ -74,8 +84,9 @@ def test_joined_windows_refreshed_window_by_window_read_only_the_touched_windows
     persons, auctions, view = Table(5, "p", bytes=MB, change_bytes=MB // 100), Table(3, "a", bytes=MB), \
         Table(9, "v", bytes=MB // 10)
     tables = {"persons": persons, "auctions": auctions, "v": view}
-    assert Sizes.of(tables, "v", ["persons", "auctions"]).joined == MB
-    assert Sizes.of(tables, "v", ["persons", "auctions"], by_terms=False).joined == 0
+    reads = [Read("persons", "persons"), Read("auctions", "auctions")]
+    assert Sizes.of(tables, "v", reads).joined == MB
+    assert Sizes.of(tables, "v", reads, by_terms=False).joined == 0
 
 
 def test_a_small_change_is_not_switched_whatever_the_estimate():
