@@ -177,7 +177,8 @@ def test_an_ekuiper_session_window_view_refreshes_in_full_as_its_sessions_span_e
 
 # --- rows over SESSION: Top-N, deduplication, plain rows ---------------------------------------------
 
-@pytest.mark.parametrize("shape", [SESSION_TOP_2, SESSION_FIRST_BID, pytest.param(SESSION_PRICES, marks=pytest.mark.slow),
+@pytest.mark.parametrize("shape", [SESSION_TOP_2, pytest.param(SESSION_FIRST_BID, marks=pytest.mark.slow),
+                                   pytest.param(SESSION_PRICES, marks=pytest.mark.slow),
                                    pytest.param(SESSION_ANY_TOP_1, marks=pytest.mark.slow)],
                          ids=["top_n_with_ties", "deduplication", "duplicate_rows", "without_keys"])
 def test_session_rows_are_kept_incrementally_through_inserts_updates_and_deletes(spark, given, shape):
