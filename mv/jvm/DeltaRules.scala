@@ -233,12 +233,6 @@ object DeltaRules {
   def isTable(relation: LogicalRelation, table: Seq[String]): Boolean =
     relation.catalogTable.exists(_.identifier.nameParts.map(_.toLowerCase).endsWith(table))
 
-  /** Whether `plan` reads the catalog table `table` (`isTable`). */
-  def readsTable(plan: LogicalPlan, table: Seq[String]): Boolean = plan.exists {
-    case r: LogicalRelation => isTable(r, table)
-    case _ => false
-  }
-
   /** The catalog tables `plan` reads, each as its name's parts in lower case. */
   private def tablesRead(plan: LogicalPlan): Set[Seq[String]] = plan.collectLeaves().collect {
     case r: LogicalRelation if r.catalogTable.isDefined => tableParts(r)
