@@ -19,6 +19,12 @@ import org.apache.spark.sql.delta.actions.{AddFile, Metadata, RemoveFile}
  * Spark job over its state, the first time a scan asks (`seed`); from then on each new version
  * costs the driver a read of its commit files.
  *
+ * A few versions are kept per table (VersionsKept), not only the newest: a refresh reads a source
+ * at its new version and, in the terms of another read, at the version of the last refresh
+ * (time travel), and a version older than every one kept would be listed again by a job each
+ * time (2.9 s of a 1,000-bid refresh of bench/joins.py's `top_per_minute`, a self-join, at 1M).
+ * A version is listed from the newest kept version at or below it.
+ *
  * Only tables of up to MaxFiles files and SmallDeltaScans.MaxBytes bytes, without column
  * mapping, whose checksum says how many files they hold; anything else is left to Delta. A file
  * with a deletion vector is kept with it, and the scan skips its deleted rows as Delta's does. A
@@ -37,25 +43,28 @@ object FileLists {
   private val MaxCommits = 200
   /** Tables kept at once (the least recently used goes first). */
   private val MaxTables = 32
+  /** Versions kept per table (the oldest goes first): a refresh's new and previous ones, and a few more. */
+  private val VersionsKept = 4
 
   private case class Listed(tableId: String, version: Long, files: Map[String, AddFile])
 
-  private val kept = new java.util.LinkedHashMap[String, Listed](16, 0.75f, true) {
-    override def removeEldestEntry(eldest: java.util.Map.Entry[String, Listed]): Boolean = size > MaxTables
+  /** Per table, its kept versions, newest first, all of one table id. */
+  private val kept = new java.util.LinkedHashMap[String, List[Listed]](16, 0.75f, true) {
+    override def removeEldestEntry(eldest: java.util.Map.Entry[String, List[Listed]]): Boolean = size > MaxTables
   }
 
-  /** The snapshot's files, from the list kept for its table (brought to its version), or listed
-   *  now by a Spark job when `seed`; None when the table is not one to list. */
+  /** The snapshot's files, from the newest list kept for its table at or below its version (brought
+   *  to it), or listed now by a Spark job when `seed`; None when the table is not one to list. */
   def of(snapshot: Snapshot, seed: Boolean): Option[Seq[AddFile]] =
     if (!eligible(snapshot)) None
     else try {
       val key = snapshot.deltaLog.logPath.toString
-      val found = synchronized(Option(kept.get(key)))
-        .filter(l => l.tableId == snapshot.metadata.id && l.version <= snapshot.version)
+      val found = synchronized(Option(kept.get(key)).getOrElse(Nil))
+        .find(l => l.tableId == snapshot.metadata.id && l.version <= snapshot.version)
         .flatMap(advanced(snapshot, _))
         .orElse(if (seed) Some(listed(snapshot)) else None)
       found.map { l =>
-        synchronized(if (replaces(key, l.tableId, l.version)) kept.put(key, l))
+        keep(key, l)
         l.files.values.toSeq
       }
     } catch {
@@ -65,20 +74,27 @@ object FileLists {
   /** Keep a list read elsewhere (a checksum's), so the table's next versions advance from it. */
   def remember(snapshot: Snapshot, files: Seq[AddFile]): Unit = {
     val key = snapshot.deltaLog.logPath.toString
-    def newer: Boolean = replaces(key, snapshot.metadata.id, snapshot.version)
     // Every scan of a small table passes here: the list is keyed only when it is kept.
-    if (synchronized(newer) && eligible(snapshot)) {
+    if (synchronized(adds(key, snapshot.metadata.id, snapshot.version)) && eligible(snapshot)) {
       val canonical = canonicalizer(snapshot)
-      val l = Listed(snapshot.metadata.id, snapshot.version, files.map(f => canonical(f.path) -> f).toMap)
-      synchronized(if (newer) kept.put(key, l))
+      keep(key, Listed(snapshot.metadata.id, snapshot.version, files.map(f => canonical(f.path) -> f).toMap))
     }
   }
 
-  /** Whether a list of the table `tableId` at `version` should replace the one kept under `key`:
-   *  none kept, an older version, or another table at the same place (dropped and created again,
-   *  whose versions start anew). */
-  private def replaces(key: String, tableId: String, version: Long): Boolean =
-    Option(kept.get(key)).forall(l => l.tableId != tableId || l.version < version)
+  /** `l` among its table's kept versions: the newest VersionsKept stay; another table at the same
+   *  place (dropped and created again, whose versions start anew) replaces them all. */
+  private def keep(key: String, l: Listed): Unit = synchronized {
+    if (adds(key, l.tableId, l.version)) {
+      val others = Option(kept.get(key)).getOrElse(Nil).filter(_.tableId == l.tableId)
+      kept.put(key, (l :: others).sortBy(-_.version).take(VersionsKept))
+    }
+  }
+
+  /** Whether a list of the table `tableId` at `version` is not kept yet and would stay kept. */
+  private def adds(key: String, tableId: String, version: Long): Boolean = {
+    val same = Option(kept.get(key)).getOrElse(Nil).filter(_.tableId == tableId)
+    !same.exists(_.version == version) && (same.size < VersionsKept || same.exists(_.version < version))
+  }
 
   private def eligible(snapshot: Snapshot): Boolean =
     snapshot.version >= 0 && snapshot.metadata.columnMappingMode == NoMapping &&
