@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from mv.internal_columns import N, OP, R
-from mv.query import quote, time_sql
+from mv.query import quote, sql_string, time_sql
 from mv.run import Run
 
 
@@ -83,11 +83,12 @@ def upserts_and_deletes(run: Run, recomputed: DataFrame, current: DataFrame | No
         F.when(present, F.lit("upsert")).otherwise(F.lit("delete")).alias(OP))
 
 
-def delete_matched_insert_rest(run: Run, source: DataFrame, on: str, span: tuple[int, int] | None = None) -> Write:
+def delete_matched_insert_rest(run: Run, source: DataFrame, on: str, span: tuple[int, int] | None = None,
+                               within: str | None = None) -> Write:
     """The merge of a replacement: view rows that match a source row `on` are deleted; the source's
     rows marked 'insert' (which `on` never matches) are inserted. `span`: window starts the
-    matched rows lie in, so the view's other files are skipped."""
-    return Write("merge", source, on, delete_matched=True, target_filter=start_range(run, span, None))
+    matched rows lie in, or `within`, a condition they meet, so the view's other files are skipped."""
+    return Write("merge", source, on, delete_matched=True, target_filter=within or start_range(run, span, None))
 
 
 def replace_rows(run: Run, kept: str) -> Write:
@@ -131,7 +132,8 @@ def counted(run: Run, net: DataFrame) -> Write:
     """One merge that applies `net`, the view's distinct rows each with its net change of copies
     (N, never 0): a row that only gains copies has them inserted; a row that loses some has its
     copies in the view replaced by the number left. Only the view's copies of losing rows are
-    read (a semi-join on every column), so a change that retracts little reads little.
+    read (a semi-join on every column), in the files whose statistics can hold them
+    (`losing_range`), so a change that retracts little reads little of the view.
 
     Example: view {a, a, b}, net {a: -1, c: +2}: a's two copies deleted and one inserted, c's two
     inserted; b untouched.
@@ -140,25 +142,68 @@ def counted(run: Run, net: DataFrame) -> Write:
     net = net.cache()  # read three times below (the losing rows twice, the gaining once): its terms run once
     run.cached.append(net)
     losing = net.where(F.col(N) < 0)
+    within = losing_range(losing.select(*columns))  # computes `net` first, so the commit sees it cached and small
     same = [F.col(f"v.{c}").eqNullSafe(F.col(f"l.{c}")) for c in columns]
-    held = (run.spark.table(run.view.name).alias("v").join(F.broadcast(losing.alias("l")), same, "left_semi")
+    view = run.spark.table(run.view.name).where(within).alias("v")
+    held = (view.join(F.broadcast(losing.alias("l")), same, "left_semi")
             .groupBy(*columns).agg(F.count(F.lit(1)).alias("held")))
     left = losing.join(held, [losing[c].eqNullSafe(held[c]) for c in columns], "left") \
         .select(*[losing[c] for c in columns], F.lit(True).alias(OP),
                 F.greatest(F.lit(0), F.coalesce(held["held"], F.lit(0)) + losing[N]).alias(N))
     gaining = net.where(F.col(N) > 0).select(*columns, F.lit(False).alias(OP), F.col(N))
-    return _copies(run, left.unionByName(gaining))
+    return _copies(run, left.unionByName(gaining), within)
 
 
-def _copies(run: Run, rows: DataFrame) -> Write:
+# Delta keeps statistics on a table's first 32 columns (delta.dataSkippingNumIndexedCols).
+STATISTICS_COLUMNS = 32
+
+
+def losing_range(rows: DataFrame) -> str:
+    """A condition every copy of `rows` meets, which Delta can skip files by: each column of an
+    ordered type (numbers but floating point, dates, times, strings) between the rows' least
+    and greatest value, or NULL where some row has none. FALSE for no rows. One job over `rows`.
+
+    Example: rows (7, 'a'), (9, NULL) give
+        (`auction` >= CAST('7' AS BIGINT) AND `auction` <= CAST('9' AS BIGINT))
+        AND (`seller` IS NULL OR (`seller` >= 'a' AND `seller` <= 'a'))
+    """
+    fields = [f for f in rows.schema.fields[:STATISTICS_COLUMNS] if _ordered(f.dataType.simpleString())]
+    def value(f):  # one that converts to a string and back exactly: a TIMESTAMP (zoned) as its microseconds
+        column = F.col(quote(f.name))
+        return F.unix_micros(column) if f.dataType.simpleString() == "timestamp" else column
+    found = rows.agg(F.count(F.lit(1)), *[a for f in fields for a in (
+        F.min(value(f)).cast("string"), F.max(value(f)).cast("string"), F.count(quote(f.name)))]).first()
+    if found[0] == 0:
+        return "FALSE"
+    conditions = []
+    for i, f in enumerate(fields):
+        low, high, present = found[1 + 3 * i:4 + 3 * i]
+        name, t = quote(f.name), f.dataType.simpleString()
+        literal = (lambda v: f"timestamp_micros({v})") if t == "timestamp" else \
+            (lambda v: sql_string(v)) if t == "string" else (lambda v: f"CAST({sql_string(v)} AS {t})")
+        between = f"({name} >= {literal(low)} AND {name} <= {literal(high)})" if present else None
+        nulls = f"{name} IS NULL" if present < found[0] else None
+        conditions.append(f"({nulls} OR {between})" if nulls and between else nulls or between)
+    return " AND ".join(conditions) or "TRUE"
+
+
+def _ordered(type_name: str) -> bool:
+    """Whether equal values of the type are equal bytes and Delta's statistics order them as SQL
+    does: not floating point (NaN, -0.0), booleans or nested types, nor a collated string."""
+    return type_name in ("tinyint", "smallint", "int", "bigint", "date", "timestamp", "timestamp_ntz", "string") \
+        or type_name.startswith("decimal(")
+
+
+def _copies(run: Run, rows: DataFrame, within: str | None = None) -> Write:
     """The merge of `rows`, distinct rows of the view's columns each with OP true when its copies
-    in the view are to be deleted and N, the copies to insert."""
+    in the view are to be deleted and N, the copies to insert; `within`: a condition the view's
+    rows to delete meet, so Delta skips its other files."""
     columns = run.columns
     ops = F.concat(F.when(F.col(OP), F.array(F.lit("region"))).otherwise(F.array().cast("array<string>")),
                    F.array_repeat(F.lit("insert"), F.col(N).cast("int")))
     source = rows.select(*[quote(c) for c in columns], F.explode(ops).alias(OP))
     on = " AND ".join([f"s.{OP} = 'region'"] + [f"t.{quote(c)} <=> s.{quote(c)}" for c in columns])
-    return delete_matched_insert_rest(run, source, on)
+    return delete_matched_insert_rest(run, source, on, within=within)
 
 
 def start_range(run: Run, span: tuple[int, int] | None, alias: str | None) -> str | None:

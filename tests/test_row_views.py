@@ -21,12 +21,14 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from pyspark.sql import functions as F
 from hypothesis import HealthCheck, given as examples, settings
 from hypothesis import strategies as st
 
 import mv
-from mv import progress, refresh
+from mv import progress, refresh, writes
 from mv.errors import MvError
+from mv.query import sql_string
 from tests.view_sources import Sources, bag
 
 VIEWS = {  # each view's query over {bids}, {auctions}, {asks}
@@ -226,6 +228,29 @@ def test_a_change_that_leaves_a_row_as_it_was_does_not_touch_it(spark, tables):
     tables.run("DELETE FROM {bids} WHERE id = 1")  # one of two copies goes
     assert refreshed(spark, view).technique == "incremental"
     assert bag(spark, view) == Counter({(1, "books"): 1})
+
+
+def test_the_rows_a_change_retracts_bound_the_view_files_its_merge_reads(spark):
+    """writes.losing_range: every retracted row meets the condition, files of other values are
+    skipped by Delta's statistics, floating point is left out, and no retraction reads nothing."""
+    losing = spark.sql("""SELECT * FROM VALUES
+        (7L, 'a', TIMESTAMP'2026-03-29 01:30:00', TIMESTAMP_NTZ'2026-01-01 00:00:00', DATE'2026-01-02',
+         CAST(1.50 AS DECIMAL(5, 2)), 0.5D, CAST(NULL AS INT)),
+        (9L, 'a', TIMESTAMP'2026-03-29 03:30:00', TIMESTAMP_NTZ'2026-01-01 00:00:01', DATE'2026-01-03',
+         CAST(2.25 AS DECIMAL(5, 2)), CAST('NaN' AS DOUBLE), 3)
+        AS t(id, name, at, local, day, amount, ratio, maybe)""") \
+        .withColumn("name", F.when(F.col("id") == 7, F.lit("o'k\\")).otherwise(F.col("name")))  # a quote, a backslash
+    condition = writes.losing_range(losing)
+    assert "`ratio`" not in condition and "`maybe` IS NULL OR" in condition
+    assert losing.where(condition).count() == 2
+    spark.sql("DROP TABLE IF EXISTS rv_bounded")
+    losing.coalesce(1).write.format("delta").saveAsTable("rv_bounded")
+    losing.withColumn("id", F.col("id") + 100).coalesce(1) \
+        .write.format("delta").mode("append").saveAsTable("rv_bounded")  # a file of other ids
+    files = spark.sql(f"SELECT files FROM mv_scan_bytes({sql_string(f'SELECT * FROM rv_bounded WHERE {condition}')})")
+    assert files.first().files == 1
+    assert writes.losing_range(losing.limit(0)) == "FALSE"
+    spark.sql("DROP TABLE rv_bounded")
 
 
 @pytest.mark.parametrize("query, reason", [
