@@ -76,6 +76,11 @@ REGROUPED = {  # aggregates and DISTINCT below rows, self-joins: each read's tou
     "per_category": """SELECT s.category, s.n, c.asks FROM (SELECT a.category, count(*) AS n FROM {bids} b
                        JOIN {auctions} a ON b.auction = a.id GROUP BY a.category) s
                        JOIN (SELECT count(*) AS asks FROM {asks}) c ON true""",
+    # a GROUP BY over an inner self-join (each read's term finds its groups), and rows over one
+    "pair_counts": """SELECT x.auction, count(*) AS pairs, max(y.price - x.price) AS rise FROM {bids} x
+                      JOIN {bids} y ON x.auction = y.auction AND x.id < y.id GROUP BY x.auction""",
+    "above_pairs": """SELECT b.id, p.pairs FROM {bids} b JOIN (SELECT x.auction, count(*) AS pairs FROM {bids} x
+                      JOIN {bids} y ON x.auction = y.auction AND x.id < y.id GROUP BY x.auction) p ON b.auction = p.auction""",
 }
 VIEWS.update(GROUPED)
 VIEWS.update(FLIPPED)
@@ -198,11 +203,13 @@ def seeded_then_each_round_checked(spark, tables, kinds: tuple[str, ...]) -> Non
 # has tests/test_create_atomic.py's windowed one); top_bids and per_auction in make test-compat too
 # (Catalyst copies of aggregates, the flips over them).
 @pytest.mark.parametrize("kinds", [pytest.param(("top_bids", "per_auction"), marks=[pytest.mark.slow, pytest.mark.compat]),
-                                   pytest.param(("asked", "pairs", "per_category"), marks=pytest.mark.slow)])
+                                   pytest.param(("asked", "pairs", "per_category", "pair_counts", "above_pairs"),
+                                                marks=pytest.mark.slow)])
 def test_aggregates_distinct_and_self_joins_below_rows_recompute_their_touched_groups(spark, tables, kinds):
     """A bid deleted, repriced or added moves its auction's maximum (top_bids joins the bids to it:
     a self-join, each side a read of its own); an auction's last bid going pads it with NULLs
-    (per_auction: the aggregate on an outer join's padded side also flips). Each changed read's
+    (per_auction: the aggregate on an outer join's padded side also flips; pair_counts groups a
+    self-join, above_pairs joins the bids to that). Each changed read's
     term runs the query at the new version (+) and at the old (-) with its aggregates kept to the
     groups the change reaches; untouched groups cancel."""
     seeded_then_each_round_checked(spark, tables, kinds)

@@ -128,13 +128,14 @@ object DeltaRules {
    * An operator's rule for finding keys (`reach`, else `rule`), unless it decides a key or a join
    * by `values`: aggregate results, which over a change's rows are partial (a deleted top bid's
    * auction has a new maximum the change does not hold), so the groups found could miss one.
+   * An inner self-join finds keys as any inner join: each read's term gives the groups its
+   * change reaches (the reads before it at the new version, those after at the old).
    */
   private def keyed(p: LogicalPlan, values: Set[ExprId]): (String, Either[String, String]) = {
     val (name, verdict) = reach(p).map(r => (r._1, Left(r._2))).getOrElse(rule(p))
     p match {
       case a: Aggregate if a.groupingExpressions.exists(readsValues(_, values)) => (name, Right("GROUP_BY_AGGREGATE_VALUE"))
       case d: Distinct if d.output.exists(a => values.contains(a.exprId)) => (name, Right("GROUP_BY_AGGREGATE_VALUE"))
-      case j: Join if selfJoin(j) => (name, Right("SELF_JOIN"))  // its keys would need a term per read
       case j: Join if j.condition.exists(readsValues(_, values)) => (name, Right("JOIN_ON_AGGREGATE_VALUE"))
       case _ => (name, verdict)
     }
