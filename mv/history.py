@@ -52,6 +52,7 @@ def _incarnation(spark: SparkSession, view: View) -> str:
 LATE_KEY = "mv_late"
 # LateRowsCommit.scala's table properties: the newest refresh and part appended, and its note.
 LATE_WRITTEN, LATE_NOTE = "mv.late.written", "mv.late.note"
+BESIDE = "mv.beside"  # on a table beside a view: the view's name (mv/jvm/ReadOnlyViews.scala)
 
 
 def write_late_rows(run: Run, late: DataFrame, part: int = 0) -> None:
@@ -84,15 +85,19 @@ def write_late_rows(run: Run, late: DataFrame, part: int = 0) -> None:
 
 def _create_late_table(spark: SparkSession, view: View, rows: str) -> None:
     """The late table, empty, with the columns of the temporary view `rows`: nothing appended yet."""
-    create_beside(spark, view, view.late_table, rows, f"TBLPROPERTIES ('{LATE_WRITTEN}' = '0:-1') ")
+    create_beside(spark, view, view.late_table, rows, {LATE_WRITTEN: "0:-1"})
 
 
-def create_beside(spark: SparkSession, view: View, table: str, rows: str, properties: str = "") -> None:
+def create_beside(spark: SparkSession, view: View, table: str, rows: str, properties: dict[str, str] | None = None) -> None:
     """A table beside the view that only its refresh writes (`<view>__late`, `<view>__open`),
-    created empty with the columns of the temporary view `rows` unless it exists; two refreshes
-    of the view creating it at once make the loser fail with MV_CONCURRENT_REFRESH."""
+    created empty with the columns of the temporary view `rows` unless it exists, with
+    `properties` and BESIDE naming its view (so the read-only rule knows it however it is named,
+    by a path too); two refreshes of the view creating it at once make the loser fail with
+    MV_CONCURRENT_REFRESH."""
+    listed = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in {BESIDE: view.name, **(properties or {})}.items())
     try:
-        catalog.create_empty(spark, table, f"SELECT * FROM {rows}", f"USING delta {properties}", if_not_exists=True)
+        catalog.create_empty(spark, table, f"SELECT * FROM {rows}", f"USING delta TBLPROPERTIES ({listed})",
+                             if_not_exists=True)
     except Exception as e:  # noqa: BLE001 - Delta's conflicts reach Python as several exception types
         if errors.lost_race(e):
             raise errors.concurrent_refresh(view.name) from None

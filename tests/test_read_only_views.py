@@ -90,6 +90,15 @@ def test_an_alter_table_that_changes_the_columns_of_a_view_or_its_side_table_is_
         refused(spark, table, f"ALTER TABLE {table} {change}")
 
 
+@pytest.mark.parametrize("table", ["ro_alter", "ro_alter_w__open"])
+def test_a_view_or_its_side_table_named_by_its_path_is_refused_too(spark, views, table):
+    """A path names no view: the table's own properties say whose it is (`mv.beside` on a side table)."""
+    path = "delta.`" + spark.sql(f"DESCRIBE DETAIL {table}").first().location + "`"
+    refused(spark, table, f"ALTER TABLE {path} {COLUMN_CHANGES['ADD COLUMN']}")
+    refused(spark, table, f"INSERT INTO {path} SELECT * FROM {table}")
+    refused(spark, table, f"DELETE FROM {path}")
+
+
 def test_after_refused_column_changes_the_next_refresh_gives_the_query(spark, views):
     for change in ("ADD COLUMN", "RENAME COLUMN", "ALTER COLUMN TYPE"):
         with pytest.raises(Exception, match="MV_VIEW_READ_ONLY"):

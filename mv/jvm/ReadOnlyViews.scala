@@ -29,9 +29,10 @@ import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
  *
  * The refresh's own commits (RefreshCommit, LateRowsCommit) are no analysed writes; the one of the
  * engine that is, creating a view's tables, passes only on the thread of its own command while it
- * runs ([[EngineCreate.isRunning]]): no session setting switches the rule off. A write that gets
- * around this rule (a path-based write, another engine) is caught at the next refresh instead
- * (DeltaTables.outsideChange).
+ * runs ([[EngineCreate.isRunning]]): no session setting switches the rule off. A write by a path
+ * (`delta.`/warehouse/v__late``) is known by the table's own properties (`mv.definition`, or
+ * `mv.beside` naming the view). A write that gets around this rule (another engine) is caught at
+ * the next refresh instead (DeltaTables.outsideChange).
  */
 case class ReadOnlyViews(spark: SparkSession) extends (LogicalPlan => Unit) {
 
@@ -48,6 +49,11 @@ object ReadOnlyViews {
   val DefinitionProperty = "mv.definition"
   /** The tables beside a view that only its refresh writes: late rows, open windows. */
   val Suffixes = Seq("__late", "__open")
+  /** On a table beside a view (mv/history.py creates them so): the view's name. */
+  val BesideProperty = "mv.beside"
+  /** Properties only the engine's commits give a table beside a view created before BesideProperty:
+   *  a late table's, and an open-window table's refresh state. */
+  private val SideMarks = Seq(LateRowsCommit.WrittenProperty, RefreshCommit.RefreshIdProperty)
 
   /** The table `node` writes: its name, its Delta configuration (lazily) and the operation. */
   private def target(node: LogicalPlan): Option[(String, () => Map[String, String], String)] = node match {
@@ -112,19 +118,23 @@ object ReadOnlyViews {
     case _ => None
   }
 
-  /** The view `table` belongs to: itself if its properties hold a definition, or the view of a table beside it. */
+  /** The view `table` belongs to: itself if its properties hold a definition, or the view of a
+   *  table beside it, known by its name (`<view>__late`) or, named by a path, by its own properties. */
   private def owner(spark: SparkSession, table: String, configuration: () => Map[String, String]): Option[String] = {
     // Names arrive quoted (`cat`.`db`.`t`) or, from a path-based write, as a path: parsed, not split.
     val parts = Try(spark.sessionState.sqlParser.parseMultipartIdentifier(table)).getOrElse(Seq(table))
-    val suffix = Suffixes.find(parts.last.toLowerCase.endsWith)
-    if (suffix.isDefined) {
-      val viewName = (parts.init :+ parts.last.dropRight(suffix.get.length))
+    val byName = Suffixes.find(parts.last.toLowerCase.endsWith).flatMap { suffix =>
+      val viewName = (parts.init :+ parts.last.dropRight(suffix.length))
         .map(p => "`" + p.replace("`", "``") + "`").mkString(".")
       Try(DeltaTables.catalogTable(spark.asInstanceOf[org.apache.spark.sql.classic.SparkSession], viewName)).toOption
         .filter(view => DeltaLog.forTable(spark.asInstanceOf[org.apache.spark.sql.classic.SparkSession], view)
           .unsafeVolatileSnapshot.metadata.configuration.contains(DefinitionProperty))
         .map(_ => viewName)
-    } else if (configuration().contains(DefinitionProperty)) Some(table)
-    else None
+    }
+    byName.orElse {
+      val properties = configuration()
+      if (properties.contains(DefinitionProperty)) Some(table)
+      else properties.get(BesideProperty).orElse(if (SideMarks.exists(properties.contains)) Some(table) else None)
+    }
   }
 }
