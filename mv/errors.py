@@ -143,7 +143,7 @@ def not_incremental(view: str, reasons: list[str]) -> MvError:
 def view_changed_outside(view: str, version: int) -> MvError:
     return MvError("MV_VIEW_CHANGED_OUTSIDE",
                    f"Version {version} of {view}'s table changed its rows, and no refresh wrote it (a write "
-                   "around the view's read-only rule: a path-based write, another engine); the view may no "
+                   "around the view's read-only rule: another engine, a session without the extension); the view may no "
                    "longer be its query, so it cannot continue incrementally.",
                    f"Run REFRESH MATERIALIZED VIEW {view} FULL once; it recomputes the view from its query.",
                    view=view, version=version)

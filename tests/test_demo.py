@@ -11,6 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from mv import cli, demo
+from tests.outside_writes import committed_outside
 
 # The whole demo, about 40 s: make test-slow (CI runs it after make test).
 pytestmark = pytest.mark.slow
@@ -55,8 +56,7 @@ def test_only_the_view_with_a_watermark_has_late_rows_and_they_are_in_its_late_t
 def test_a_view_that_differs_from_its_query_fails_the_check(played, spark):
     with demo.in_database(spark, demo.DATABASE):
         location = spark.sql("DESCRIBE DETAIL hot_items").first().location  # around the read-only rule
-        spark.table("hot_items").orderBy("window_start", "auction").limit(1) \
-            .write.format("delta").mode("append").save(location)
+        committed_outside(spark, location, rows=spark.table("hot_items").orderBy("window_start", "auction").limit(1))
         with pytest.raises(demo.ViewMismatch, match="hot_items differs from its query"):
             demo.check(spark, ["hot_items"])
 

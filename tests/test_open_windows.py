@@ -14,6 +14,7 @@ from mv import state
 from mv.names import TableName
 from mv import refresh as maintainer
 from test_mv_scenarios import Catalog, bid, values
+from tests.outside_writes import committed_outside
 
 WINDOWS = {
     "TUMBLE": "TUMBLE(TABLE({bids}), DESCRIPTOR(ts), INTERVAL '10' MINUTES)",
@@ -137,8 +138,7 @@ def test_a_table_that_is_not_the_states_is_built_again_from_the_source(spark, gi
     view = given.view(query, CLOSE)
     # Its rows gone and another refresh's id, written by path as another engine would: no rule sees it.
     location = spark.sql(f"DESCRIBE DETAIL {TableName.parse(view).open}").first().location
-    spark.table(TableName.parse(view).open).limit(0).write.format("delta").mode("overwrite").save(location)
-    spark.sql(f"ALTER TABLE delta.`{location}` SET TBLPROPERTIES ('{state.STATE_PROPERTY}' = 'another')")
+    committed_outside(spark, location, replace=True, properties={state.STATE_PROPERTY: "another"})
     spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'b', '00:16', 1), bid(4, 'c', '00:25', 2))}")
     refreshed(spark, view, query)
     spark.sql(f"INSERT INTO {bids} VALUES {values(bid(5, 'b', '00:40', 3))}")

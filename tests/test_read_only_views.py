@@ -97,6 +97,8 @@ def test_a_view_or_its_side_table_named_by_its_path_is_refused_too(spark, views,
     refused(spark, table, f"ALTER TABLE {path} {COLUMN_CHANGES['ADD COLUMN']}")
     refused(spark, table, f"INSERT INTO {path} SELECT * FROM {table}")
     refused(spark, table, f"DELETE FROM {path}")
+    with pytest.raises(Exception, match="MV_VIEW_READ_ONLY"):  # the DataFrame writer's save(path)
+        spark.table(table).write.format("delta").mode("append").save(path[len("delta.`"):-1])
 
 
 def test_after_refused_column_changes_the_next_refresh_gives_the_query(spark, views):

@@ -14,6 +14,7 @@ from delta.tables import DeltaTable
 import mv
 from mv.errors import MvError
 from tests import statement_suite
+from tests.outside_writes import committed_outside
 
 
 @pytest.mark.parametrize("way", ["spark_sql", "mv_sql"])
@@ -115,8 +116,8 @@ def _view_written_around_the_rule(spark, name: str, policy: str) -> str:
     spark.sql(f"INSERT INTO {bids} VALUES (TIMESTAMP'2024-01-01 00:01:00', 4)")
     spark.sql(f"CREATE MATERIALIZED VIEW {name} REFRESH POLICY {policy} AS {AROUND_QUERY.format(bids=bids)}")
     location = spark.sql(f"DESCRIBE DETAIL {name}").first().location
-    spark.table(name).selectExpr("window_start + INTERVAL 1 HOUR AS window_start", "window_end", "bids", "total") \
-        .write.format("delta").mode("append").save(location)
+    committed_outside(spark, location, rows=spark.table(name).selectExpr(
+        "window_start + INTERVAL 1 HOUR AS window_start", "window_end", "bids", "total"))
     return bids
 
 

@@ -1,7 +1,7 @@
 """A view whose rows are no longer its query is repaired by the next full refresh.
 
-Given a view whose table was written around the read-only rule (a path-based append, delete or
-update, as another engine would), when REFRESH ... FULL runs, or a plain REFRESH that notices the
+Given a view whose table was written around the read-only rule (an append, delete or
+update by another engine), when REFRESH ... FULL runs, or a plain REFRESH that notices the
 write (VIEW_CHANGED_OUTSIDE), then the view is exactly its query again, and its change feed shows
 only the rows that changed. Final windows of an EMIT ON WINDOW CLOSE view are repaired too, without
 the late rows (<view>__late keeps them out). Given a view over a SQL view, when that view gets
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.outside_writes import committed_outside
 from tests.test_mv_scenarios import COUNTS, ON_CLOSE, bid, full_query, refresh, rows, values
 
 
@@ -19,18 +20,18 @@ def location(spark, view: str) -> str:
 
 
 def rewritten(spark, view: str, select: str, where: str = "true") -> None:
-    """The view's table overwritten by path with its rows `where` holds, as `select` gives them."""
+    """The view's table overwritten, as another engine would, with its rows `where` holds, as `select` gives them."""
     path = location(spark, view)
-    spark.sql(f"SELECT {select} FROM delta.`{path}` WHERE {where}").write.format("delta").mode("overwrite").save(path)
+    committed_outside(spark, path, rows=spark.sql(f"SELECT {select} FROM delta.`{path}` WHERE {where}"), replace=True)
 
 
 def written_around_the_rule(spark, view: str) -> None:
-    """Path-based writes into the view's files, as another engine would: no rule sees them. Item
-    a's row appended again and once more an hour later, b's row deleted, c's changed; d's untouched."""
+    """Writes into the view's files, as another engine would: no rule sees them. Item a's row
+    appended again and once more an hour later, b's row deleted, c's changed; d's untouched."""
     a = spark.table(view).where("item = 'a'")
-    a.unionByName(a.selectExpr("window_start + INTERVAL 1 HOUR AS window_start",
-                               "window_end + INTERVAL 1 HOUR AS window_end", "item", "n", "total")) \
-        .write.format("delta").mode("append").save(location(spark, view))
+    committed_outside(spark, location(spark, view), rows=a.unionByName(a.selectExpr(
+        "window_start + INTERVAL 1 HOUR AS window_start", "window_end + INTERVAL 1 HOUR AS window_end", "item", "n",
+        "total")))
     rewritten(spark, view, "window_start, window_end, item, IF(item = 'c', n + 10, n) AS n, total", "item != 'b'")
 
 

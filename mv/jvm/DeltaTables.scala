@@ -148,7 +148,7 @@ object DeltaTables {
 
   /**
    * For a view: the first commit since its last refresh read it that changed its rows and is no
-   * refresh's own (a write around ReadOnlyViews: a path-based write, another engine). Reads the
+   * refresh's own (a write around ReadOnlyViews: another engine, a session without it). Reads the
    * commits after that version, usually the refresh's own and nothing else. None when there is none,
    * and when log cleanup already removed those commits (then nothing can tell).
    */

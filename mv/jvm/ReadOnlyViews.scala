@@ -11,11 +11,14 @@ import org.apache.spark.sql.connector.catalog.{TableCatalog, TableChange}
 import org.apache.spark.sql.delta.DeltaLog
 import org.apache.spark.sql.delta.commands.{DeleteCommand, MergeIntoCommand, RestoreTableCommand,
   TruncateDeltaTableCommand, UpdateCommand, WriteIntoDelta}
+import org.apache.spark.sql.catalyst.util.CaseInsensitiveMap
+import org.apache.spark.sql.delta.sources.DeltaDataSource
+import org.apache.spark.sql.execution.datasources.SaveIntoDataSourceCommand
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
 
 /**
  * A view that only its refresh writes: INSERT, INSERT OVERWRITE, UPDATE, DELETE, MERGE, TRUNCATE,
- * RESTORE, REPLACE TABLE and DataFrame writes into a view's table, its `__late` or its `__open` table fail with
+ * RESTORE, REPLACE TABLE and DataFrame writes (by name, or by path: `save(path)`) into a view's table, its `__late` or its `__open` table fail with
  * MV_VIEW_READ_ONLY before they run, however they were written (SQL, DataFrame writer, DeltaTable
  * API), since all of them are analysed plans. So does an ALTER TABLE that changes their columns
  * (ADD, DROP, RENAME, ALTER COLUMN's type, nullability or position, REPLACE COLUMNS), after which no
@@ -38,7 +41,7 @@ case class ReadOnlyViews(spark: SparkSession) extends (LogicalPlan => Unit) {
 
   override def apply(plan: LogicalPlan): Unit =
     if (!EngineCreate.isRunning) plan.foreach { node =>
-      ReadOnlyViews.target(node).foreach { case (table, configuration, operation) =>
+      ReadOnlyViews.target(spark, node).foreach { case (table, configuration, operation) =>
         ReadOnlyViews.owner(spark, table, configuration)
           .foreach(view => throw WindowErrors.viewReadOnly(table, view, operation))
       }
@@ -56,7 +59,8 @@ object ReadOnlyViews {
   private val SideMarks = Seq(LateRowsCommit.WrittenProperty, RefreshCommit.RefreshIdProperty)
 
   /** The table `node` writes: its name, its Delta configuration (lazily) and the operation. */
-  private def target(node: LogicalPlan): Option[(String, () => Map[String, String], String)] = node match {
+  private def target(spark: SparkSession, node: LogicalPlan): Option[(String, () => Map[String, String], String)] =
+    node match {
     case w: AppendData => v2(w.table, "INSERT")
     case w: OverwriteByExpression => v2(w.table, "INSERT OVERWRITE")
     case w: OverwritePartitionsDynamic => v2(w.table, "INSERT OVERWRITE")
@@ -73,8 +77,15 @@ object ReadOnlyViews {
     case r: ReplaceTableAsSelect => existing(r.name, "REPLACE TABLE")
     case r: ReplaceTable => existing(r.name, "REPLACE TABLE")
     case a: AlterTableCommand => altered(a)
+    case w: SaveIntoDataSourceCommand if w.dataSource.isInstanceOf[DeltaDataSource] => saved(spark, w)
     case _ => None
   }
+
+  /** The Delta table a DataFrame writer's `save(path)` writes, if it exists. */
+  private def saved(spark: SparkSession, w: SaveIntoDataSourceCommand) =
+    CaseInsensitiveMap(w.options).get("path")
+      .flatMap(path => Try(DeltaLog.forTable(spark.asInstanceOf[org.apache.spark.sql.classic.SparkSession], path)).toOption)
+      .filter(_.tableExists).flatMap(log => delta(None, log, "a write"))
 
   /** The table an ALTER TABLE changes in a way only the engine may: its columns, or its `mv.*` properties. */
   private def altered(alter: AlterTableCommand) = alter.table match {
