@@ -27,6 +27,7 @@ Cases, each a few rounds, medians; every round checks the view against its query
 Example:
     $ python -m bench.joins --rows 1000000 --rounds 3
     $ python -m bench.joins --rows 10000000 --view per_minute
+    $ python -m bench.joins --view top_per_minute --policy INCREMENTAL --label forced   # the change's path
     $ python -m bench.joins --render          # rewrite RESULTS.md from results/joins.json
 """
 from __future__ import annotations
@@ -72,7 +73,9 @@ def bids(spark, count: int, first: int):
         "timestamp_seconds(1767225600 + id) AS ts")
 
 
-def prepare(spark, rows: int, query: str) -> None:
+def prepare(spark, rows: int, query: str, policy: str = "AUTO") -> None:
+    """The tables, `rows` bids, the view under `policy` (INCREMENTAL: every refresh by the change,
+    to measure that path where AUTO would go full) and its twin under REFRESH POLICY FULL."""
     import mv
 
     for view in ("jb_view", "jb_full"):
@@ -88,7 +91,7 @@ def prepare(spark, rows: int, query: str) -> None:
     spark.range(AUCTIONS).selectExpr("id", "CAST(id % 10 AS INT) AS category", "id % 100 AS seller") \
         .write.insertInto("jb_auctions")
     bids(spark, rows, 0).write.insertInto("jb_bids")
-    mv.sql(spark, f"CREATE MATERIALIZED VIEW jb_view AS {query}").collect()
+    mv.sql(spark, f"CREATE MATERIALIZED VIEW jb_view REFRESH POLICY {policy} AS {query}").collect()
     mv.sql(spark, f"CREATE MATERIALIZED VIEW jb_full REFRESH POLICY FULL AS {query}").collect()
     if query == QUERY:
         stream(spark)  # its first batch: everything so far, untimed
@@ -132,13 +135,13 @@ def timed(action) -> float:
     return time.perf_counter() - started
 
 
-def run(rows: int, rounds: int, view: str) -> dict:
+def run(rows: int, rounds: int, view: str, policy: str = "AUTO") -> dict:
     import mv
 
     os.environ.setdefault("MV_HOME", str(MV_HOME))
     spark = mv.session()
     query = VIEWS[view]
-    prepare(spark, rows, query)
+    prepare(spark, rows, query, policy)
     cases: dict[str, list[dict]] = {"small append": [], "batch append": [], "changes": []}
     first = rows
     for i in range(rounds):
@@ -172,7 +175,7 @@ def run(rows: int, rounds: int, view: str) -> dict:
         cases["changes"].append({"refresh_s": seconds, "full_s": full, "technique": how})
         print(f"round {i + 1}: " + "; ".join(f"{k}: {v[-1]}" for k, v in cases.items()), flush=True)
     return {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": machine(spark),
-            "rows": rows, "view": view, "cases": cases, "summary": summary(cases)}
+            "rows": rows, "view": view, "policy": policy, "cases": cases, "summary": summary(cases)}
 
 
 def summary(cases: dict[str, list[dict]]) -> dict:
@@ -223,7 +226,9 @@ def _view_table(view: str, runs: list[dict]) -> str:
         values = [r["summary"][key] for r in runs]
         lines.append(f"| {title} | " + " | ".join("-" if v is None else form.format(v) for v in values) +
                      f" | {target} |")
-    when = "; ".join(f"{r['label']}: {r['when']}, {len(r['cases']['changes'])} rounds, "
+    def policy(r: dict) -> str:
+        return f"REFRESH POLICY {r['policy']}, " if r.get("policy", "AUTO") != "AUTO" else ""
+    when = "; ".join(f"{r['label']}: {r['when']}, {len(r['cases']['changes'])} rounds, {policy(r)}"
                      f"{', '.join(r['summary']['techniques'])}" for r in runs)
     return f"""`--view {view}`: `{VIEWS[view].replace(chr(10), ' ')}` over 1,000 auctions
 (`python -m bench.joins --view {view} --rows N`). The full refresh is a twin view's under REFRESH
@@ -238,13 +243,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--view", choices=list(VIEWS), default="rows")
+    parser.add_argument("--policy", choices=["AUTO", "INCREMENTAL"], default="AUTO",
+                        help="the view's REFRESH POLICY (INCREMENTAL: the change's path even where AUTO goes full)")
     parser.add_argument("--label", default="current", help="the run's name; a run of the same name is replaced")
     parser.add_argument("--render", action="store_true", help="only rewrite RESULTS.md from the JSON")
     args = parser.parse_args(argv)
     runs = json.loads(RESULTS_JSON.read_text())["runs"] if RESULTS_JSON.exists() else []
     if not args.render:
         try:
-            result = run(args.rows, args.rounds, args.view) | {"label": args.label}
+            result = run(args.rows, args.rounds, args.view, args.policy) | {"label": args.label}
         except InvalidRun as error:
             print(f"error: {error}", file=sys.stderr)
             return 1
