@@ -29,6 +29,7 @@ class Table:
     change_bytes: int | None = None  # what its change feed after the version asked for holds (`lookup`'s `after`)
     schema: str | None = field(default=None, compare=False)  # Delta's schema JSON (None: not a Delta table)
     change_retracts: bool | None = None  # whether that change feed takes rows away (updates, deletes)
+    committed_at: int | None = None  # a view's newest commit's time, epoch ms (None for other tables)
 
     @property
     def column_types(self) -> dict[str, str] | None:
@@ -59,4 +60,5 @@ def lookup(spark: SparkSession, names: list[str], after: dict[str, int] | None =
     args = [f"{name}@{after[name]}" if name in (after or {}) else name for name in names]
     rows = spark.sql(f"SELECT * FROM mv_delta_tables({', '.join(map(sql_string, args))})").collect()
     return {row.name: Table(row.version, row.id, row.changed_outside, row.small, dict(row.properties or {}),
-                            row.exists, row.bytes, row.change_bytes, row.schema, row.change_retracts) for row in rows}
+                            row.exists, row.bytes, row.change_bytes, row.schema, row.change_retracts,
+                            row.committed_at) for row in rows}

@@ -34,6 +34,7 @@ from pyspark.sql import SparkSession
 from mv import errors, history
 from mv.delta_tables import Table
 from mv.query import Read, sql_string
+from mv.state import RefreshState
 
 MB = 1 << 20
 MIN_WORK = 8 * MB
@@ -182,18 +183,20 @@ def _rate(past: list[Past], min_work: int, fixed: float) -> float | None:
     return statistics.median(rates) if rates else None
 
 
-def before_reading(spark: SparkSession, view: str, sizes: Sizes) -> Estimate | None:
+def before_reading(spark: SparkSession, view: str, sizes: Sizes, previous: RefreshState | None,
+                   previous_end: float | None) -> Estimate | None:
     """The estimate from the change's size alone, before it is read: an incremental refresh reads at
     least the change (and over several sources what its terms must join it with: `joined`), a full
     one every source file and every view file. None when a size is unknown or that is under
     WEIGH_CHANGE of the full refresh's work."""
     if sizes.change is None or sizes.full is None or sizes.change + sizes.joined < WEIGH_CHANGE * sizes.full:
         return None
-    return replace(weigh(sizes.change + sizes.joined, sizes.full, past(spark, view), _min_work(spark)), at_least=True)
+    return replace(weigh(sizes.change + sizes.joined, sizes.full, past(spark, view, previous, previous_end),
+                         _min_work(spark)), at_least=True)
 
 
 def planned(spark: SparkSession, view: str, query: str, incremental: tuple[str | None, str], sizes: Sizes,
-            spent: float) -> Estimate:
+            spent: float, previous: RefreshState | None, previous_end: float | None) -> Estimate:
     """The estimate of a refresh of `view` (its `query` over its sources) whose rest reads the source
     query and the view query of `incremental` (no source query: combined from the view's rows),
     planned in one query (mv_scan_bytes), against a full refresh (`sizes`; planned too when a
@@ -201,7 +204,7 @@ def planned(spark: SparkSession, view: str, query: str, incremental: tuple[str |
     the refresh took so far (its change read)."""
     source, view_part = _planned_bytes(spark, list(incremental))
     full = sizes.full if sizes.full is not None else full_work(spark, query, view)
-    found = weigh(source + 2 * view_part, full, past(spark, view), _min_work(spark), spent)
+    found = weigh(source + 2 * view_part, full, past(spark, view, previous, previous_end), _min_work(spark), spent)
     return replace(found, small_change=sizes.small_change)
 
 
@@ -228,7 +231,26 @@ def _min_work(spark: SparkSession) -> int:
     return int(value)
 
 
-def past(spark: SparkSession, view: str) -> list[Past]:
-    """The view's newest refreshes."""
+def past(spark: SparkSession, view: str, previous: RefreshState | None, previous_end: float | None) -> list[Past]:
+    """The view's newest refreshes, oldest first: as the `previous` refresh's state keeps them, the
+    last (that refresh, whose entry was written before its commit) timed up to `previous_end`
+    (epoch seconds), when it committed, as the history times it; or read from the view's history
+    (a state written before states kept them, or that refresh's end unknown)."""
+    started = previous.metrics.get("started_at") if previous else None
+    if previous is not None and previous.recent and previous_end is not None and started is not None:
+        *before, (technique, work_bytes, _) = previous.recent
+        ended = [technique, work_bytes, max(0, round(previous_end * 1000) - round(started * 1000)) / 1000]
+        return [Past(*entry) for entry in [*before, ended]]
     rows = history.of_view(spark, view, newest=PAST_REFRESHES).select("technique", "work_bytes", "duration_s").collect()
     return [Past(r.technique, r.work_bytes, r.duration_s) for r in rows]
+
+
+def recent(past_refreshes: list[Past], technique: str, work_bytes: int | None, duration_s: float) -> list[list]:
+    """The newest refreshes a new state keeps (RefreshState.recent): `past_refreshes` (`past`), then
+    this one, timed up to now: the next refresh times it up to its commit.
+
+    Example: past [Past("full", 9000, 2.4)], this refresh incremental, 300 bytes, 0.4 s so far:
+        [["full", 9000, 2.4], ["incremental", 300, 0.4]]
+    """
+    kept = [[p.technique, p.work_bytes, p.duration_s] for p in past_refreshes]
+    return (kept + [[technique, work_bytes, duration_s]])[-PAST_REFRESHES:]

@@ -169,14 +169,16 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
         return Outcome(view.name, "incremental", "NO_CHANGES", previous.refresh_id, targets, started_at=started,
                        watermark=previous.watermark, duration_s=round(time.time() - started, 3))
     sizes = estimate.Sizes.of(tables, view.name, info.reads, by_terms=not by_windows(info))
-    chosen, work = _weighed_before_reading(spark, view, info, sizes, chosen, dry)
+    previous_end = last_refresh_end(tables[view.name])
+    chosen, work = _weighed_before_reading(spark, view, info, sizes, chosen, dry, previous, previous_end)
     outcome = Outcome(view.name, chosen.technique, chosen.reason, refresh_id, targets, started_at=started,
                       work_bytes=work)
     run = Run(spark, view, info, previous, targets, outcome, marker=found.marker,
               source_ids={s: tables[s].id for s in info.source_tables}, now=now, dry=dry, sizes=sizes,
               open_state=open_windows.kept(view, info, previous, tables.get(view.open_table)),
               late_exists=tables[view.late_table].exists, replaces_schema=replaces_schema,
-              source_schemas={s: tables[s].column_types for s in info.source_tables if tables[s].column_types})
+              source_schemas={s: tables[s].column_types for s in info.source_tables if tables[s].column_types},
+              previous_end=previous_end)
     # A view too large for its checksum to list its files has them listed in the background meanwhile,
     # for the merge; a small view's files are read from its checksum without a Spark job.
     with snapshots.warming(spark, [] if tables[view.name].small else [view.name]):
@@ -189,7 +191,9 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
                                 event_time_seen_at=seen_at(run, new_state.max_event_time))
             outcome.watermark = new_state.watermark
             outcome.duration_s = round(time.time() - started, 3)
-            new_state = replace(new_state, metrics=_metrics(outcome))
+            new_state = replace(new_state, metrics=_metrics(outcome), recent=estimate.recent(
+                estimate.past(spark, view.name, previous, run.previous_end) if previous else [],
+                outcome.technique, outcome.work_bytes, outcome.duration_s))
             progress.phase(view.name, "merging")
             outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = _commit(run, new_state, write)
         finally:
@@ -259,7 +263,8 @@ def _schema_checked(view: View, info: QueryInfo, previous: RefreshState, tables:
 
 
 def _weighed_before_reading(spark: SparkSession, view: View, info: QueryInfo, sizes: estimate.Sizes, chosen: Plan,
-                            dry: bool) -> tuple[Plan, int | None]:
+                            dry: bool, previous: RefreshState | None,
+                            previous_end: float | None) -> tuple[Plan, int | None]:
     """Under REFRESH POLICY AUTO, a full refresh (FULL_CHEAPER) when the change alone, before it is
     read, costs more (mv/estimate.py), with that refresh's work; else `chosen`. Only for windows'
     incremental refreshes, and not under a watermark: a change read is where late rows are found
@@ -267,7 +272,8 @@ def _weighed_before_reading(spark: SparkSession, view: View, info: QueryInfo, si
     EXPLAIN (`dry`) stops here when the refresh will not be incremental."""
     auto = view.definition.policy == "AUTO"
     weighs = chosen.technique == "incremental" and weighed(info) and not view.definition.watermark_column
-    upfront = estimate.before_reading(spark, view.name, sizes) if weighs and (dry or auto) else None
+    upfront = estimate.before_reading(spark, view.name, sizes, previous, previous_end) if weighs and (dry or auto) \
+        else None
     if upfront is not None and upfront.switches and auto:
         chosen = Plan("full", "FULL_CHEAPER")
     if dry and chosen.technique != "incremental":
@@ -297,6 +303,15 @@ def _metrics(outcome: Outcome) -> dict:
     keys = ("technique", "reason", "rows_read", "late_rows", "groups_combined", "groups_recomputed",
             "started_at", "duration_s", "watermark_idle", "work_bytes")
     return {k: getattr(outcome, k) for k in keys}
+
+
+def last_refresh_end(view: delta_tables.Table) -> float | None:
+    """When the view's newest commit was made (epoch seconds), if the last refresh made it: the
+    version after the one it read (`mv.read_version`). None after another commit (OPTIMIZE, ...)."""
+    read = view.properties.get("mv.read_version")
+    if view.committed_at is None or read is None or view.version != int(read) + 1:
+        return None
+    return view.committed_at / 1000
 
 
 def _commit(run: Run, new_state: RefreshState, write: Write) -> tuple[int, int, int]:

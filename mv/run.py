@@ -64,6 +64,7 @@ class Run:
     now: int = field(default_factory=watermark.now)  # wall-clock µs at the refresh's start (IDLE AFTER)
     sizes: Sizes = Sizes(None, None, None)  # of the sources, their changes and the view, from the log (estimate.py)
     dry: bool = False  # only estimate (EXPLAIN): stop before anything is written (estimate.Estimated)
+    previous_end: float | None = None  # when the previous refresh committed, epoch s (estimate.past)
     open_state: Kept | None = None  # the view's open-window table (mv/open_windows.py); None: it keeps none
     late_exists: bool = False  # whether <view>__late exists, as mv_delta_tables found it (history.write_late_rows)
     source_schemas: dict[str, dict[str, str]] = field(default_factory=dict)  # the sources' columns (state.py)

@@ -48,6 +48,9 @@ class RefreshState:
     # Each source's columns and types (delta_tables.Table.column_types) as this refresh read them: a
     # next refresh finding one of them gone or retyped does not read changes across that
     source_schemas: dict[str, dict[str, str]] = field(default_factory=dict)
+    # The view's newest refreshes, this one last: [technique, work bytes, seconds] each, so the next
+    # refresh's estimate (estimate.past) needs no read of the view's history
+    recent: list[list] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps({STATE_KEY: asdict(self)}, sort_keys=True)

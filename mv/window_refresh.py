@@ -145,7 +145,8 @@ def weigh(run: Run, affected, newly_closed, combining: bool,
     source = f"SELECT * FROM ({run.query}) WHERE {read}" if read else None
     found = estimate.planned(run.spark, run.view.name, run.query,
                              (source, f"SELECT * FROM {run.view.name} WHERE {written}"), run.sizes,
-                             spent=time.time() - run.outcome.started_at)
+                             spent=time.time() - run.outcome.started_at, previous=run.previous,
+                             previous_end=run.previous_end)
     run.outcome.work_bytes = found.incremental_bytes + (run.sizes.change or 0)  # its rate covers the change too
     if run.dry:
         raise estimate.Estimated(found)

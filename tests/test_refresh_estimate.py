@@ -9,7 +9,8 @@ from dataclasses import replace
 import pytest
 
 from mv.delta_tables import Table
-from mv.estimate import MB, Past, Sizes, joined, weigh
+from mv import delta_tables, refresh, state
+from mv.estimate import MB, PAST_REFRESHES, Past, Sizes, joined, past, weigh
 from mv.query import Read
 from mv.settings import session_settings
 
@@ -166,6 +167,19 @@ def test_a_change_larger_than_a_full_refresh_is_refreshed_in_full_under_auto(spa
     assert [refreshed(spark, view) for view in views] == [("full", "FULL_CHEAPER"), ("incremental", "CHANGES_ONLY")]
     assert latest(spark, "est_auto").work_bytes > 0
     assert_views_equal_their_query(spark)
+
+
+def test_a_refresh_keeps_its_newest_refreshes_in_its_state_as_the_history_has_them(spark, views):
+    """The next refresh's estimate reads them from the state it starts from, the last timed up to
+    the view's newest commit, not from the view's history."""
+    for i in range(2):
+        spark.sql(f"INSERT INTO {SOURCE} SELECT id, 2, timestamp_seconds(1704067200 + 120) FROM range({i}, {i + 10})")
+        refreshed(spark, "est_auto")
+    found = state.read(spark, "est_auto")
+    end = refresh.last_refresh_end(delta_tables.lookup(spark, ["est_auto"])["est_auto"])
+    history = spark.sql("SELECT technique, work_bytes, duration_s FROM mv_refresh_history('default', 'est_auto')")
+    assert end is not None and len(found.recent) >= 3
+    assert past(spark, "est_auto", found, end) == [Past(*row) for row in history.collect()][-PAST_REFRESHES:]
 
 
 def test_a_view_with_a_watermark_reads_its_change_first_so_its_late_rows_are_kept(spark, views):

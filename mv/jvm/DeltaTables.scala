@@ -91,9 +91,9 @@ object DeltaTables {
         case _: NoSuchTableException | _: NoSuchDatabaseException | _: NoSuchNamespaceException => None
       }
       table match {
-        case None => Row(name, -1L, null, null, false, null, false, null, null, null, null)
+        case None => Row(name, -1L, null, null, false, null, false, null, null, null, null, null)
         case Some(t) if !DeltaTableUtils.isDeltaTable(t) =>
-          Row(name, -1L, null, null, false, t.properties, true, null, null, null, null)
+          Row(name, -1L, null, null, false, t.properties, true, null, null, null, null, null)
         case Some(t) =>
           val log = DeltaLog.forTable(spark, t)
           val snapshot = log.update(catalogTableOpt = Some(t))
@@ -101,14 +101,22 @@ object DeltaTables {
             SmallDeltaScans.listed(snapshot).isDefined, snapshot.metadata.configuration, true,
             snapshot.checksumOpt.map(c => Long.box(c.tableSizeBytes)).orNull,
             after.flatMap(changeBytes(log, _, snapshot.version)).map(Long.box).orNull, snapshot.metadata.schemaString,
-            after.flatMap(changeRetracts(log, _, snapshot.version)).map(Boolean.box).orNull)
+            after.flatMap(changeRetracts(log, _, snapshot.version)).map(Boolean.box).orNull,
+            committedAt(log, snapshot).map(Long.box).orNull)
       }
     }
     LocalRelation.fromExternalRows(output("name" -> StringType, "version" -> LongType, "id" -> StringType,
       "changed_outside" -> LongType, "small" -> BooleanType, "properties" -> MapType(StringType, StringType),
       "exists" -> BooleanType, "bytes" -> LongType, "change_bytes" -> LongType, "schema" -> StringType,
-      "change_retracts" -> BooleanType), rows)
+      "change_retracts" -> BooleanType, "committed_at" -> LongType), rows)
   }
+
+  /** A view's newest commit's time (its commit info's, in epoch milliseconds, as the refresh history
+   *  reads it): the end of the refresh that wrote it, if a refresh did. None for other tables. */
+  private def committedAt(log: DeltaLog, snapshot: Snapshot): Option[Long] =
+    if (!snapshot.metadata.configuration.contains("mv.definition")) None
+    else Try(log.getChanges(snapshot.version).take(1).toSeq.flatMap(_._2)
+      .collectFirst { case c: CommitInfo => c.timestamp.getTime }).toOption.flatten
 
   /**
    * The bytes of the files the change feed of versions after `after` up to `latest` reads, from the
