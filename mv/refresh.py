@@ -177,7 +177,7 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
               source_ids={s: tables[s].id for s in info.source_tables}, now=now, dry=dry, sizes=sizes,
               open_state=open_windows.kept(view, info, previous, tables.get(view.open_table)),
               late_exists=tables[view.late_table].exists, replaces_schema=replaces_schema,
-              source_schemas={s: tables[s].column_types for s in info.source_tables if tables[s].column_types},
+              source_schemas={s: types for s in info.source_tables if (types := tables[s].column_types)},
               previous_end=previous_end)
     # A view too large for its checksum to list its files has them listed in the background meanwhile,
     # for the merge; a small view's files are read from its checksum without a Spark job.
