@@ -110,7 +110,9 @@ def create(spark: SparkSession, statement: Create) -> tuple:
     d = statement.definition
     existing = catalog.load(spark, d.name)
     if existing is None and spark.catalog.tableExists(d.name):
-        raise errors.table_exists(d.name)
+        existing = catalog.load(spark, d.name)  # made since the first look (a CREATE in another thread)?
+        if existing is None:
+            raise errors.table_exists(d.name)
     if existing is not None and statement.if_not_exists:
         return (f"{d.name} already exists",)
     if existing is not None and not statement.or_replace:
