@@ -39,7 +39,7 @@ from mv.plan import Plan, by_windows, plan, weighed
 from mv.query import QueryInfo, describe, sql_string
 from mv.run import Outcome, Run, clock_closes, seen_at
 from mv.settings import session_settings
-from mv.state import REFRESH_ID_PROPERTY, USER_METADATA, RefreshState, Stored, stored
+from mv.state import READ_VERSION_PROPERTY, REFRESH_ID_PROPERTY, USER_METADATA, RefreshState, Stored, stored
 from mv.writes import Write
 
 
@@ -307,8 +307,8 @@ def _metrics(outcome: Outcome) -> dict:
 
 def last_refresh_end(view: delta_tables.Table) -> float | None:
     """When the view's newest commit was made (epoch seconds), if the last refresh made it: the
-    version after the one it read (`mv.read_version`). None after another commit (OPTIMIZE, ...)."""
-    read = view.properties.get("mv.read_version")
+    version after the one it read (READ_VERSION_PROPERTY). None after another commit (OPTIMIZE, ...)."""
+    read = view.properties.get(READ_VERSION_PROPERTY)
     if view.committed_at is None or read is None or view.version != int(read) + 1:
         return None
     return view.committed_at / 1000

@@ -24,6 +24,7 @@ from mv.catalog import shown_properties
 STATE_KEY = "mv_state"
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 STATE_PROPERTY, REFRESH_ID_PROPERTY = "mv.state", "mv.refresh_id"
+READ_VERSION_PROPERTY = "mv.read_version"  # the view's version its last refresh read (RefreshCommit.scala)
 
 
 @dataclass(frozen=True)

@@ -164,7 +164,7 @@ def losing_range(rows: DataFrame) -> str:
     and greatest value, or NULL where some row has none. FALSE for no rows. One job over `rows`.
 
     Example: rows (7, 'a'), (9, NULL) give
-        (`auction` >= CAST('7' AS BIGINT) AND `auction` <= CAST('9' AS BIGINT))
+        (`auction` >= CAST('7' AS bigint) AND `auction` <= CAST('9' AS bigint))
         AND (`seller` IS NULL OR (`seller` >= 'a' AND `seller` <= 'a'))
     """
     fields = [f for f in rows.schema.fields[:STATISTICS_COLUMNS] if _ordered(f.dataType.simpleString())]

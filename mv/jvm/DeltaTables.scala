@@ -114,7 +114,7 @@ object DeltaTables {
   /** A view's newest commit's time (its commit info's, in epoch milliseconds, as the refresh history
    *  reads it): the end of the refresh that wrote it, if a refresh did. None for other tables. */
   private def committedAt(log: DeltaLog, snapshot: Snapshot): Option[Long] =
-    if (!snapshot.metadata.configuration.contains("mv.definition")) None
+    if (!snapshot.metadata.configuration.contains(ReadOnlyViews.DefinitionProperty)) None
     else Try(log.getChanges(snapshot.version).take(1).toSeq.flatMap(_._2)
       .collectFirst { case c: CommitInfo => c.timestamp.getTime }).toOption.flatten
 
@@ -188,7 +188,7 @@ object DeltaTables {
       .filter(DeltaTableUtils.isDeltaTable)
       .map(table => table -> DeltaLog.forTable(spark, table))  // a view's definition is a Delta property
       .filter { case (table, log) => log.update(catalogTableOpt = Some(table)).metadata.configuration
-        .contains("mv.definition") }
+        .contains(ReadOnlyViews.DefinitionProperty) }
       .flatMap { case (table, log) => newest.map(n => latest(table, log, n)).getOrElse(refreshes(table, log, None)) }
     LocalRelation.fromExternalRows(output(historySchema.fields.map(f => f.name -> f.dataType).toSeq: _*), rows)
   }

@@ -7,21 +7,22 @@ import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.catalyst.analysis.{ResolvedIdentifier, ResolvedTable}
 import org.apache.spark.sql.catalyst.plans.logical.{AlterTableCommand, AppendData, LogicalPlan,
   OverwriteByExpression, OverwritePartitionsDynamic, ReplaceTable, ReplaceTableAsSelect}
+import org.apache.spark.sql.catalyst.util.CaseInsensitiveMap
 import org.apache.spark.sql.connector.catalog.{TableCatalog, TableChange}
 import org.apache.spark.sql.delta.DeltaLog
 import org.apache.spark.sql.delta.commands.{DeleteCommand, MergeIntoCommand, RestoreTableCommand,
   TruncateDeltaTableCommand, UpdateCommand, WriteIntoDelta}
-import org.apache.spark.sql.catalyst.util.CaseInsensitiveMap
 import org.apache.spark.sql.delta.sources.DeltaDataSource
 import org.apache.spark.sql.execution.datasources.SaveIntoDataSourceCommand
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
 
 /**
  * A view that only its refresh writes: INSERT, INSERT OVERWRITE, UPDATE, DELETE, MERGE, TRUNCATE,
- * RESTORE, REPLACE TABLE and DataFrame writes (by name, or by path: `save(path)`) into a view's table, its `__late` or its `__open` table fail with
- * MV_VIEW_READ_ONLY before they run, however they were written (SQL, DataFrame writer, DeltaTable
- * API), since all of them are analysed plans. So does an ALTER TABLE that changes their columns
- * (ADD, DROP, RENAME, ALTER COLUMN's type, nullability or position, REPLACE COLUMNS), after which no
+ * RESTORE, REPLACE TABLE and DataFrame writes (by name, or by path: `save(path)`) into a view's
+ * table, its `__late` or its `__open` table fail with MV_VIEW_READ_ONLY before they run, however
+ * they were written (SQL, DataFrame writer, DeltaTable API), since all of them are analysed plans.
+ * So does an ALTER TABLE that changes their columns (ADD, DROP, RENAME, ALTER COLUMN's type,
+ * nullability or position, REPLACE COLUMNS), after which no
  * refresh could write them, or that sets or unsets one of the engine's own properties (`mv.*`),
  * which only the refresh's commit changes. Maintenance (OPTIMIZE, VACUUM, ANALYZE, column comments,
  * other table properties) and DROP TABLE pass:
@@ -59,8 +60,8 @@ object ReadOnlyViews {
   private val SideMarks = Seq(LateRowsCommit.WrittenProperty, RefreshCommit.RefreshIdProperty)
 
   /** The table `node` writes: its name, its Delta configuration (lazily) and the operation. */
-  private def target(spark: SparkSession, node: LogicalPlan): Option[(String, () => Map[String, String], String)] =
-    node match {
+  private def target(spark: SparkSession, node: LogicalPlan)
+      : Option[(String, () => Map[String, String], String)] = node match {
     case w: AppendData => v2(w.table, "INSERT")
     case w: OverwriteByExpression => v2(w.table, "INSERT OVERWRITE")
     case w: OverwritePartitionsDynamic => v2(w.table, "INSERT OVERWRITE")
