@@ -41,13 +41,14 @@ COMBINE_AFTER_RUNS = MAX_RANGES
 class Touched:
     """What the changes touch (`touched`): each window function over its source's changes
     (`windowed`, SQL relations with WS, WE, T in µs: internal_columns), the windows with the latest time added
-    to each, the changed rows per (part, window), the change rows read from all sources, and how
-    many of those retract a row (deleted, or an update's old image)."""
+    to each, the changed rows per (part, window), the change rows read from all sources, how
+    many of those retract a row (deleted, or an update's old image), and the windows such rows are in."""
     windowed: list[str]
     windows: dict[tuple[int, int], int | None]
     counts: dict[tuple[int, int, int], int]
     rows_read: int
     retracted: int = 0
+    retracting: frozenset[tuple[int, int]] = frozenset()
 
 
 def touched(run: Run, changes: dict[str, str]) -> Touched:
@@ -58,8 +59,8 @@ def touched(run: Run, changes: dict[str, str]) -> Touched:
                 f"{micros_sql(quote(w.time_column), t)} AS {T} FROM {w.call(changes[w.sources[0]])})"
                 for w in run.info.windows if w.sources[0] in changes]
     small = run.sizes.change is not None and run.sizes.change <= SMALL_CHANGE_BYTES
-    windows, counts, read, retracted = touched_windows(run.spark, windowed, list(changes.values()), small)
-    return Touched(windowed, windows, counts, read, retracted)
+    found = touched_windows(run.spark, windowed, list(changes.values()), small)
+    return Touched(windowed, *found)
 
 
 def refresh_windows(run: Run, changes: dict[str, str], first: Touched) -> tuple[RefreshState, writes.Write]:
@@ -108,8 +109,9 @@ def refresh_windows(run: Run, changes: dict[str, str], first: Touched) -> tuple[
 
 def kept_how(run: Run, first: Touched, live: list[tuple[int, int]]) -> str:
     """How with_open_windows brings the kept windows up to date: 'added' for a change that only
-    inserts, 'recomputed' for retractions in a few runs of time, else 'combined'."""
-    if not first.retracted:
+    inserts into them (its retractions, if any, are all in final windows: late rows, which the
+    open windows never see), 'recomputed' for retractions in a few runs of time, else 'combined'."""
+    if not first.retracting.intersection(live):
         return "added"
     return "combined" if scattered(run, live) or len(live) > MAX_LISTED else "recomputed"
 
@@ -162,15 +164,16 @@ def window_ranges(run: Run, windows: list[tuple[int, int]], alias: str) -> str:
 
 
 def touched_windows(spark: SparkSession, windowed: list[str], changes: list[str],
-                    small: bool = False) -> tuple[dict, dict, int, int]:
+                    small: bool = False) -> tuple[dict, dict, int, int, frozenset]:
     """One query over the windowed changes: each touched window (start, end) with the latest time
     added to it (None for a window only deleted from), how many changed rows each part (index in
     `windowed`) has in each window, which tells how many are late without another pass, how
-    many rows the `changes` hold, and how many of them retract a row. A `small` change (its bytes
+    many rows the `changes` hold, how many of them retract a row, and the windows a retraction is
+    in. A `small` change (its bytes
     in the log) is collected as it is and grouped here: one Spark job, where the grouping's
     shuffle costs a second.
 
-    Example: one insert at t=5 into [0, 10) of part 0 gives ({(0, 10): 5}, {(0, 0, 10): 1}, 1, 0).
+    Example: one insert at t=5 into [0, 10) of part 0 gives ({(0, 10): 5}, {(0, 0, 10): 1}, 1, 0, frozenset()).
     """
     parts = [f"SELECT {i} AS {PART}, {WS}, {WE}, {T}, {SIGN} FROM {name}" for i, name in enumerate(windowed)]
     parts += [f"SELECT -1 AS {PART}, NULL AS {WS}, NULL AS {WE}, NULL AS {T}, {SIGN} FROM {name}" for name in changes]
@@ -185,7 +188,8 @@ def touched_windows(spark: SparkSession, windowed: list[str], changes: list[str]
         known = windows.get((s, e))
         windows[(s, e)] = latest if known is None else known if latest is None else max(known, latest)
     read, retracted = (sum(row[i] for row in rows if row[0] < 0) for i in (4, 5))
-    return windows, {(part, s, e): n for part, s, e, _, n, _ in rows if part >= 0}, read, retracted
+    retracting = frozenset((s, e) for part, s, e, _, _, r in rows if part >= 0 and r)
+    return windows, {(part, s, e): n for part, s, e, _, n, _ in rows if part >= 0}, read, retracted, retracting
 
 
 def _grouped(rows) -> list[tuple]:

@@ -119,6 +119,22 @@ def test_a_window_that_closes_untouched_comes_from_the_kept_rows(spark, given):
     assert (outcome.groups_combined, outcome.groups_recomputed) == (1, 0)   # only c's new window
 
 
+def test_retractions_of_final_windows_leave_the_open_ones_combined_with_the_inserts(spark, given):
+    """A retraction in a window that is final is a late row (kept in <view>__late, the view's row
+    stays): the open windows see only the change's inserts, so they are combined, not recomputed."""
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:31", 1))
+    query = windowed(bids)
+    view = given.view(query, "WATERMARK FOR ts AS ts - INTERVAL '1' MINUTE EMIT ON WINDOW CLOSE")
+    spark.sql(f"DELETE FROM {bids} WHERE id = 1")   # 00:00-00:10 is final: a late retraction
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'b', '00:35', 6))}")
+    outcome = maintainer.refresh(spark, view)
+    assert (outcome.technique, outcome.late_rows) == ("incremental", 1)
+    assert (outcome.groups_combined, outcome.groups_recomputed) == (1, 0)
+    assert [tuple(r) for r in spark.sql(f"SELECT item, n, high FROM {view}").collect()] == [("a", 1, 4)]
+    open_rows = spark.sql(f"SELECT item, n, total, high FROM {TableName.parse(view).open}").collect()
+    assert [tuple(r) for r in open_rows] == [("b", 2, 7, 6)]
+
+
 def test_auto_counts_the_source_read_of_the_open_windows_it_recomputes(spark, given):
     bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:15", 7))
     view = given.view(windowed(bids), CLOSE)
