@@ -13,7 +13,14 @@ from pyspark.sql import functions as F
 
 from mv.internal_columns import SIGN
 from mv.run import Run
+from mv.settings import session_settings
 from mv.state import RefreshState
+
+# A change of at most this many bytes (its files in the log) is cached uncompressed: building the
+# compressed cache of a 450,000-row change took 2.1 s, the uncompressed one 0.9 s (the read itself
+# about as long), and every later read of it is as fast; above this, memory matters more than time.
+UNCOMPRESSED_CACHE_BYTES = 64 * 1024 * 1024
+COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"
 
 # The error conditions in which Delta says the change feed of a version range can no longer be
 # read (not recorded, its log or files cleaned up, vacuumed).
@@ -106,15 +113,19 @@ def none(run: Run, source: str) -> DataFrame:
 
 
 def read(run: Run) -> dict[str, DataFrame]:
-    """Each source's changes since the version last processed, signed: +1 insert/postimage, -1 delete/preimage."""
+    """Each source's changes since the version last processed, signed: +1 insert/postimage, -1
+    delete/preimage; cached (the refresh reads them several times), uncompressed when small."""
     changes = {}
+    small = run.sizes.change is not None and run.sizes.change <= UNCOMPRESSED_CACHE_BYTES
     for source, target in run.targets.items():
         start = run.previous.sources.get(source, -1) + 1
         if start <= target:
             frame = (run.spark.read.format("delta").option("readChangeFeed", "true")
                      .option("startingVersion", start).option("endingVersion", target).table(source))
-            changes[source] = frame.withColumn(SIGN, F.when(
-                F.col("_change_type").isin("insert", "update_postimage"), 1).otherwise(-1)).cache()
+            signed = frame.withColumn(SIGN, F.when(
+                F.col("_change_type").isin("insert", "update_postimage"), 1).otherwise(-1))
+            with session_settings(run.spark, {COMPRESSED: str(not small).lower()}):
+                changes[source] = signed.cache()   # the cache's form is fixed when it is declared
     return changes
 
 
