@@ -18,6 +18,13 @@ fixed cost the refresh already spent is not counted again. A technique never see
 takes the other's rate; with no rate at all the bytes decide. A scattered change that makes an
 incremental refresh as slow as a full one shows up in that rate after one such refresh.
 
+The view's first refresh is a full one, but not like the others: it also created the view's tables
+and ran its query's code for the first time (Nexmark's q7 at 1M bids: created in 4.8 s, refreshed in
+full in 2.0 s later). Its rate stands for a full refresh only while no other full refresh is among
+the newest; then, when it makes a full refresh cost less than TRY_FULL_WITHIN times the incremental
+one, AUTO refreshes in full once to measure it (`tries_full`), instead of trusting the first
+refresh's rate for ever and staying incremental at twice the cost.
+
 Example:
     >>> e = weigh(900 * MB, 1000 * MB, [Past("full", 1000 * MB, 30.0), Past("incremental", MB, 2.0),
     ...                                 Past("incremental", 100 * MB, 8.0)])
@@ -46,15 +53,21 @@ WEIGH_CHANGE = 0.1
 # A change under this share of its sources' bytes is refreshed incrementally without an estimate:
 # only a scattered change could make that cost a full refresh's, and then the two cost about the same.
 SMALL_CHANGE = 0.01
+# The reason of a view's first refresh, whose rate is a full refresh's only until another is measured.
+FIRST_REFRESH = "FIRST_REFRESH"
+# A full refresh known only from the first is tried when it is estimated under this many times the
+# incremental one (the first of Nexmark's q7 cost 1.6-2.4 times its later full refreshes).
+TRY_FULL_WITHIN = 3.0
 
 
 @dataclass(frozen=True)
 class Past:
     """One earlier refresh of the view: its technique, the work it did (bytes; None when it was
-    not weighed) and its duration."""
+    not weighed), its duration and its reason (None in states kept before reasons were)."""
     technique: str
     work_bytes: int | None
     duration_s: float
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +134,7 @@ class Estimate:
     full_s: float | None = None
     small_change: bool = False  # under SMALL_CHANGE of the sources' bytes: AUTO refreshes incrementally unweighed
     at_least: bool = False  # the incremental side is its change alone, before the change was read
+    tries_full: bool = False  # full is known only from the first refresh, and within reach: AUTO measures it
 
     @property
     def cheaper(self) -> str:
@@ -131,7 +145,7 @@ class Estimate:
     @property
     def switches(self) -> bool:
         """Whether REFRESH POLICY AUTO refreshes in full for it (reason FULL_CHEAPER)."""
-        return self.cheaper == "full" and not self.small_change
+        return (self.cheaper == "full" or self.tries_full) and not self.small_change
 
     def describe(self) -> str:
         """One line for EXPLAIN: `incremental 12.0 MB (about 0.8 s), full 310.4 MB (about 9.6 s): ...`."""
@@ -140,6 +154,8 @@ class Estimate:
         incremental = side("incremental" + (" at least" if self.at_least else ""), self.incremental_bytes,
                            self.incremental_s)
         line = f"{incremental}, {side('full', self.full_bytes, self.full_s)}: {self.cheaper} is cheaper"
+        if self.tries_full and self.cheaper == "incremental":
+            line += "; full is tried once: its only measure is the view's first refresh, which also created it"
         return line + (f"; a change under {SMALL_CHANGE:.0%} of its sources' bytes refreshes incrementally"
                        if self.small_change else "")
 
@@ -164,17 +180,27 @@ def weigh(incremental_bytes: int, full_bytes: int, past: list[Past], min_work: i
           spent: float = 0.0) -> Estimate:
     """Both ways of doing the rest of a refresh, in bytes and, by `past` (rates from refreshes of at
     least `min_work` bytes; the incremental fixed part from all of its own, less the `spent` seconds
-    this refresh already took), in seconds."""
+    this refresh already took), in seconds. The first refresh's rate is a full refresh's only
+    while no other full refresh tells it; then `tries_full` says whether it is within reach.
+
+    Example: first refresh 4.8 s, an incremental one 3.2 s, 1 s of this one spent:
+        >>> weigh(MB, 14 * MB, [Past("full", 14 * MB, 4.8, FIRST_REFRESH), Past("incremental", MB, 3.2)], spent=1.0)
+        Estimate(incremental_bytes=1048576, full_bytes=14680064, incremental_s=2.5, full_s=4.8, ..., tries_full=True)
+    """
     incremental = [p for p in past if p.technique == "incremental"]
+    full = [p for p in past if p.technique == "full" and p.reason != FIRST_REFRESH]
+    first_only = not full
     fixed = min((p.duration_s for p in incremental), default=0.0)
     rates = {"incremental": _rate(incremental, min_work, fixed),
-             "full": _rate([p for p in past if p.technique == "full"], min_work, 0.0)}
+             "full": _rate(full or [p for p in past if p.technique == "full"], min_work, 0.0)}
     inc_rate = rates["incremental"] if rates["incremental"] is not None else rates["full"]
     full_rate = rates["full"] if rates["full"] is not None else rates["incremental"]
     if inc_rate is None:
         return Estimate(incremental_bytes, full_bytes)
-    return Estimate(incremental_bytes, full_bytes, round(max(0.0, fixed - spent) + incremental_bytes * inc_rate, 1),
-                    round(full_bytes * full_rate, 1))
+    incremental_s = round(max(0.0, fixed - spent) + incremental_bytes * inc_rate, 1)
+    full_s = round(full_bytes * full_rate, 1)
+    tries = first_only and rates["full"] is not None and bool(incremental) and full_s < TRY_FULL_WITHIN * incremental_s
+    return Estimate(incremental_bytes, full_bytes, incremental_s, full_s, tries_full=tries)
 
 
 def _rate(past: list[Past], min_work: int, fixed: float) -> float | None:
@@ -238,19 +264,21 @@ def past(spark: SparkSession, view: str, previous: RefreshState | None, previous
     (a state written before states kept them, or that refresh's end unknown)."""
     started = previous.metrics.get("started_at") if previous else None
     if previous is not None and previous.recent and previous_end is not None and started is not None:
-        *before, (technique, work_bytes, _) = previous.recent
-        ended = [technique, work_bytes, max(0, round(previous_end * 1000) - round(started * 1000)) / 1000]
+        *before, last = previous.recent
+        ended = [*last[:2], max(0, round(previous_end * 1000) - round(started * 1000)) / 1000, *last[3:]]
         return [Past(*entry) for entry in [*before, ended]]
-    rows = history.of_view(spark, view, newest=PAST_REFRESHES).select("technique", "work_bytes", "duration_s").collect()
-    return [Past(r.technique, r.work_bytes, r.duration_s) for r in rows]
+    rows = history.of_view(spark, view, newest=PAST_REFRESHES).select(
+        "technique", "work_bytes", "duration_s", "reason").collect()
+    return [Past(*row) for row in rows]
 
 
-def recent(past_refreshes: list[Past], technique: str, work_bytes: int | None, duration_s: float) -> list[list]:
+def recent(past_refreshes: list[Past], technique: str, work_bytes: int | None, duration_s: float,
+           reason: str | None) -> list[list]:
     """The newest refreshes a new state keeps (RefreshState.recent): `past_refreshes` (`past`), then
     this one, timed up to now: the next refresh times it up to its commit.
 
-    Example: past [Past("full", 9000, 2.4)], this refresh incremental, 300 bytes, 0.4 s so far:
-        [["full", 9000, 2.4], ["incremental", 300, 0.4]]
+    Example: past [Past("full", 9000, 2.4, "FIRST_REFRESH")], this refresh incremental, 300 bytes, 0.4 s so far:
+        [["full", 9000, 2.4, "FIRST_REFRESH"], ["incremental", 300, 0.4, "CHANGES_ONLY"]]
     """
-    kept = [[p.technique, p.work_bytes, p.duration_s] for p in past_refreshes]
-    return (kept + [[technique, work_bytes, duration_s]])[-PAST_REFRESHES:]
+    kept = [[p.technique, p.work_bytes, p.duration_s, p.reason] for p in past_refreshes]
+    return (kept + [[technique, work_bytes, duration_s, reason]])[-PAST_REFRESHES:]

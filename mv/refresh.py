@@ -193,7 +193,7 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
             outcome.duration_s = round(time.time() - started, 3)
             new_state = replace(new_state, metrics=_metrics(outcome), recent=estimate.recent(
                 estimate.past(spark, view.name, previous, run.previous_end) if previous else [],
-                outcome.technique, outcome.work_bytes, outcome.duration_s))
+                outcome.technique, outcome.work_bytes, outcome.duration_s, outcome.reason))
             progress.phase(view.name, "merging")
             outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = _commit(run, new_state, write)
         finally:
