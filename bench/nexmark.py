@@ -17,6 +17,8 @@ Example:
     $ python -m bench.nexmark --render         # rewrite RESULTS.md and the chart from results/nexmark.json
     $ python -m bench.nexmark --bids 50000000 --rounds 1 2 --json bench/results/nexmark-50m.json
     $ python -m bench.nexmark --chart-scales   # results/nexmark-scales.png from every results/nexmark*.json
+    $ python -m bench.nexmark --quick --policy INCREMENTAL --json bench/results/nexmark-forced.json
+                                               # the change's path every time (AUTO may refresh in full)
 """
 from __future__ import annotations
 
@@ -48,8 +50,9 @@ VARIANTS = {   # name: (label, how a batch changes the source)
 ROUNDS, QUICK_ROUNDS = {"append": 8, "changes": 4}, {"append": 3, "changes": 2}
 
 
-def setup(spark, history: str, workloads: list[str]) -> dict:
-    """The source (a clone of the cached history) and, per workload, its three contenders, created.
+def setup(spark, history: str, workloads: list[str], policy: str = "AUTO") -> dict:
+    """The source (a clone of the cached history) and, per workload, its three contenders, created;
+    the incremental view under REFRESH POLICY `policy` (AUTO may refresh it in full: FULL_CHEAPER).
 
     Creating a view runs its first (full) refresh; a streaming job's first run reads the history.
     Both are timed as "initial", apart from the batches.
@@ -62,8 +65,9 @@ def setup(spark, history: str, workloads: list[str]) -> dict:
         w, contenders, initial = WORKLOADS[name], {}, {}
         for side in ("incremental", "full"):
             view = contenders[side] = f"{name}_{side[:4]}"
+            clauses = f"{w.options} REFRESH POLICY {policy}" if side == "incremental" else w.options
             initial[side] = measure(spark, lambda: mv.sql(
-                spark, f"CREATE MATERIALIZED VIEW {view} {w.options} AS {w.query(source)}").collect())
+                spark, f"CREATE MATERIALIZED VIEW {view} {clauses} AS {w.query(source)}").collect())
         job = StreamingJob(spark, w, source, f"{name}_stream", str(CHECKPOINTS / name))
         job.create()
         contenders["streaming"] = job
@@ -132,7 +136,7 @@ def _change_bytes(spark, table: str, after: int) -> dict:
 
 
 def run_scale(spark, plan: Plan, history: str, rounds: dict[str, int], workloads: list[str],
-              full_on_appends: bool = True) -> list[dict]:
+              full_on_appends: bool = True, policy: str = "AUTO") -> list[dict]:
     """Set up, play the append-only batches, then those with changes; check after each variant.
 
     Streaming runs only on the append-only batches. ``full_on_appends`` False skips the full
@@ -140,7 +144,7 @@ def run_scale(spark, plan: Plan, history: str, rounds: dict[str, int], workloads
     """
     print(f"{plan.bids:,} bids; {rounds['append']} append-only batches, then {rounds['changes']} with changes",
           flush=True)
-    made = setup(spark, history, workloads)
+    made = setup(spark, history, workloads, policy)
     initial = {n: e["initial"] for n, e in made["workloads"].items()}
     results, first = [], 0
     for variant, count in rounds.items():
@@ -190,10 +194,13 @@ def summarize(played: list[dict], name: str) -> dict:
             "ratio": medians["incremental"]["seconds"] / medians[other]["seconds"],
             "paired": statistics.median(r["workloads"][name]["incremental"]["seconds"]
                                         / r["workloads"][name][other]["seconds"] for r in played)}
-    return {"medians": medians, "ratios": ratios}
+    in_full = sum(r["workloads"][name]["incremental"].get("outcome", {}).get("reason") == "FULL_CHEAPER"
+                  for r in played)
+    return {"medians": medians, "ratios": ratios, "auto_full": in_full, "rounds": len(played)}
 
 
-def run(scales: tuple[int, ...], rounds: dict[str, int], workloads: list[str], full_on_appends: bool) -> dict:
+def run(scales: tuple[int, ...], rounds: dict[str, int], workloads: list[str], full_on_appends: bool,
+        policy: str = "AUTO") -> dict:
     """Every variant at every scale; the results/nexmark.json document."""
     began = time.perf_counter()
     shutil.rmtree(MV_HOME, ignore_errors=True)   # a warehouse of its own, fresh each run
@@ -207,12 +214,13 @@ def run(scales: tuple[int, ...], rounds: dict[str, int], workloads: list[str], f
     results = []
     for bids in scales:
         plan = Plan(bids=bids, batches=max(BATCHES, sum(rounds.values())))
-        results += run_scale(spark, plan, history_tables(spark, plan)["bids"], rounds, workloads, full_on_appends)
+        results += run_scale(spark, plan, history_tables(spark, plan)["bids"], rounds, workloads, full_on_appends,
+                             policy)
         shutil.rmtree(CHECKPOINTS, ignore_errors=True)   # the next scale's jobs start afresh
     return {
         "benchmark": "nexmark", "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "engine": measured_engine, "machine": machine(spark), "rounds": rounds, "workloads": workloads,
-        "full_on_appends": full_on_appends,
+        "full_on_appends": full_on_appends, "policy": policy,
         "notes": {n: WORKLOADS[n].note for n in workloads if WORKLOADS[n].note},
         "load_average": {"before": load_before, "after": os.getloadavg()},
         "runs": results, "total_s": round(time.perf_counter() - began, 1),
@@ -228,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, nargs=2, metavar=("APPEND", "CHANGES"),
                         help="batches of each variant (default 8 4; --quick: 3 2)")
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated, of " + ", ".join(WORKLOADS))
+    parser.add_argument("--policy", choices=["AUTO", "INCREMENTAL"], default="AUTO",
+                        help="the incremental view's REFRESH POLICY (AUTO may refresh it in full: FULL_CHEAPER)")
     parser.add_argument("--render", action="store_true", help="only redo RESULTS.md and the chart from the JSON")
     parser.add_argument("--json", type=Path, default=nexmark_report.RESULTS_JSON,
                         help="where the run's JSON goes; RESULTS.md and the chart are redone only for the default"
@@ -244,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         scales = tuple(args.bids or (QUICK_SCALES if args.quick else SCALES))
         rounds = dict(zip(ROUNDS, args.rounds)) if args.rounds else (QUICK_ROUNDS if args.quick else ROUNDS)
         try:
-            results = run(scales, rounds, args.workloads.split(","), full_on_appends=not args.quick)
+            results = run(scales, rounds, args.workloads.split(","), full_on_appends=not args.quick,
+                          policy=args.policy)
         except InvalidRun as error:
             print(f"error: {error}", file=sys.stderr)
             return 1

@@ -43,11 +43,14 @@ def markdown(results: dict) -> str:
     for run in results["runs"]:
         for name, summary in run["summary"].items():
             r = summary["ratios"]
-            lines.append(f"| {run['bids']:,} | {run['variant']} | {name} | {_ratio(r, 'incremental/streaming')}"
+            auto = f" (AUTO: full in {summary['auto_full']} of {summary['rounds']})" if summary.get("auto_full") else ""
+            lines.append(f"| {run['bids']:,} | {run['variant']} | {name}{auto} | {_ratio(r, 'incremental/streaming')}"
                          f" | {_ratio(r, 'incremental/full')} |")
     lines += ["", "Targets: incremental / streaming <= 1.0 on append-only batches; incremental / full <= 0.2"
               " with updates and deletes at 10M bids. Streaming runs on the append-only variant only: it"
-              " cannot retract deleted or updated bids.", ""]
+              " cannot retract deleted or updated bids. The incremental side is the view under REFRESH POLICY"
+              f" {results.get('policy', 'AUTO')}; \"AUTO: full in k of n\" marks batches its estimate refreshed"
+              " in full (FULL_CHEAPER), as users get it.", ""]
     lines += _figures(results)
     lines += ["", *_phases(results)]
     lines += ["", *_checks(results)]
