@@ -50,6 +50,7 @@ bench: setup
 	$(PY) -m bench.refresh $(if $(QUICK),--quick)
 	$(PY) -m bench.ekuiper $(if $(QUICK),--quick)
 	$(PY) -m bench.nexmark $(if $(QUICK),--quick)
+	$(PY) -m bench.nexmark_queries $(if $(QUICK),--quick)
 	$(PY) -m bench.joins --view rows
 	$(PY) -m bench.joins --view per_minute
 
