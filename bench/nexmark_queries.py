@@ -27,6 +27,7 @@ Example:
     $ python -m bench.nexmark_queries --quick                # 1M bids: 1 append round, 1 change round
     $ python -m bench.nexmark_queries --queries q3,q20 --rounds 2 2
     $ python -m bench.nexmark_queries --render               # RESULTS.md's section from results/queries.json
+    $ python -m bench.nexmark_queries --queries q0,q13 --rounds 1 1 --json bench/results/queries-rows.json
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ import statistics
 import sys
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 from bench.nexmark_data import Plan, _bids, history_tables, site, start_us
 from bench.refresh import engine
@@ -348,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, nargs=2, metavar=("APPEND", "CHANGES"), help="default 2 2")
     parser.add_argument("--queries", default=",".join(QUERIES), help="comma-separated, of " + ", ".join(QUERIES))
     parser.add_argument("--render", action="store_true", help="only redo RESULTS.md's section from the JSON")
+    parser.add_argument("--json", type=Path, default=RESULTS_JSON,
+                        help="where the run's JSON goes; RESULTS.md is redone only for the default")
     args = parser.parse_args(argv)
     if args.render:
         results = json.loads(RESULTS_JSON.read_text())
@@ -358,9 +362,12 @@ def main(argv: list[str] | None = None) -> int:
         except Mismatch as error:
             print(f"error: {error}", file=sys.stderr)
             return 1
-        RESULTS_JSON.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS_JSON.write_text(json.dumps(results, indent=2) + "\n")
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
     text = markdown(results)
+    if args.json.resolve() != RESULTS_JSON.resolve():   # a run kept beside the rendered one
+        print(text)
+        return 0
     rewrite_section(RESULTS_MD, "nexmark-queries", "Every Nexmark query: incremental vs full", text)
     print(text)
     return 0

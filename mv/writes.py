@@ -151,7 +151,7 @@ def counted(run: Run, net: DataFrame) -> Write:
         .select(*[losing[c] for c in columns], F.lit(True).alias(OP),
                 F.greatest(F.lit(0), F.coalesce(held["held"], F.lit(0)) + losing[N]).alias(N))
     gaining = net.where(F.col(N) > 0).select(*columns, F.lit(False).alias(OP), F.col(N))
-    return _copies(run, left.unionByName(gaining), within)
+    return _copies(run, left.unionByName(gaining), within, settled=within != "FALSE")
 
 
 # Delta keeps statistics on a table's first 32 columns (delta.dataSkippingNumIndexedCols).
@@ -194,14 +194,20 @@ def _ordered(type_name: str) -> bool:
         or type_name.startswith("decimal(")
 
 
-def _copies(run: Run, rows: DataFrame, within: str | None = None) -> Write:
+def _copies(run: Run, rows: DataFrame, within: str | None = None, settled: bool = False) -> Write:
     """The merge of `rows`, distinct rows of the view's columns each with OP true when its copies
     in the view are to be deleted and N, the copies to insert; `within`: a condition the view's
-    rows to delete meet, so Delta skips its other files."""
+    rows to delete meet, so Delta skips its other files. `settled`: `rows` read the view (copies
+    counted), so they are computed once, here, and cached: the commit reads them twice (to find
+    the view rows they reach, then to classify those) and, knowing them small, broadcasts them."""
     columns = run.columns
     ops = F.concat(F.when(F.col(OP), F.array(F.lit("region"))).otherwise(F.array().cast("array<string>")),
                    F.array_repeat(F.lit("insert"), F.col(N).cast("int")))
     source = rows.select(*[quote(c) for c in columns], F.explode(ops).alias(OP))
+    if settled:
+        source = source.cache()
+        run.cached.append(source)
+        source.count()
     on = " AND ".join([f"s.{OP} = 'region'"] + [f"t.{quote(c)} <=> s.{quote(c)}" for c in columns])
     return delete_matched_insert_rest(run, source, on, within=within)
 

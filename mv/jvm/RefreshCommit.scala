@@ -204,8 +204,8 @@ object RefreshCommit extends DeltaCommand {
     // The filter lets Delta skip the view's other files; a delete-missing condition implies it.
     val candidates = viewFiles(txn, spec.targetFilter.map(resolved(spark, txn, _)))
     val (marked, whole) = candidates.partition(DeletionVectors.markable(spark, txn))
-    val target = candidateRows(spark, spec, log, txn, whole, marked)
     val source = spark.table(spec.rows.get)
+    val target = candidateRows(spark, spec, log, txn, whole, marked, source)
     // The rows of the files read whole, if their statistics count them; marked files are read filtered.
     val wholeRows = if (whole.forall(_.numLogicalRecords.isDefined)) Some(whole.flatMap(_.numLogicalRecords).sum)
       else None
@@ -242,9 +242,13 @@ object RefreshCommit extends DeltaCommand {
 
   /** The view's candidate rows with their file (`__mv_file`) and row index in it (`__mv_row`): every row
    *  of the files a merge may rewrite whole, and the rows `target_filter` lets through of those
-   *  whose rows it marks deleted (their other rows stay as they are). */
+   *  whose rows it marks deleted (their other rows stay as they are). Without a delete-missing
+   *  condition, a marked file's row that meets no `source` row is only kept, never written, so
+   *  those rows are left out before the classifying join (a semi-join, which Spark broadcasts when
+   *  the source is small): a view of 731,000 rows whose change retracted 7,000 scattered ones sent
+   *  every row through that join and its cache, 9 s of its 10. */
   private def candidateRows(spark: SparkSession, spec: Spec, log: DeltaLog, txn: OptimisticTransaction,
-      whole: Seq[AddFile], marked: Seq[AddFile]): DataFrame = {
+      whole: Seq[AddFile], marked: Seq[AddFile], source: DataFrame): DataFrame = {
     val indexed = DeletionVectorUtils.deletionVectorsReadable(txn.snapshot)
     def rows(files: Seq[AddFile]): DataFrame = SmallDeltaScans.frame(spark, log, txn.snapshot, files)
       .withColumn(IC.File, input_file_name())
@@ -252,7 +256,9 @@ object RefreshCommit extends DeltaCommand {
     if (marked.isEmpty) rows(whole)
     else {
       val filtered = spec.targetFilter.foldLeft(rows(marked))((frame, f) => frame.where(expr(f)))
-      if (whole.isEmpty) filtered else rows(whole).unionByName(filtered)
+      val reached = if (spec.deleteMissing.isEmpty && spec.on.isDefined)
+        filtered.as("t").join(source.as("s"), expr(spec.on.get), "left_semi") else filtered
+      if (whole.isEmpty) reached else rows(whole).unionByName(reached)
     }
   }
 
