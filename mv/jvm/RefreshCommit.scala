@@ -14,7 +14,7 @@ import org.apache.spark.sql.delta.commands.{DeletionVectorUtils, DeltaCommand}
 import org.apache.spark.sql.delta.commands.cdc.CDCReader
 import org.apache.spark.sql.execution.command.LeafRunnableCommand
 import org.apache.spark.sql.execution.metric.{SQLMetric, SQLMetrics}
-import org.apache.spark.sql.functions.{array, col, collect_list, count, explode, expr, input_file_name, lit, struct,
+import org.apache.spark.sql.functions.{array, broadcast, col, collect_list, count, explode, expr, input_file_name, lit, struct,
   when}
 import org.apache.spark.storage.StorageLevel
 import org.apache.spark.sql.types.{DataType, LongType, StringType, StructType}
@@ -244,9 +244,11 @@ object RefreshCommit extends DeltaCommand {
    *  of the files a merge may rewrite whole, and the rows `target_filter` lets through of those
    *  whose rows it marks deleted (their other rows stay as they are). Without a delete-missing
    *  condition, a marked file's row that meets no `source` row is only kept, never written, so
-   *  those rows are left out before the classifying join (a semi-join, which Spark broadcasts when
-   *  the source is small): a view of 731,000 rows whose change retracted 7,000 scattered ones sent
-   *  every row through that join and its cache, 9 s of its 10. */
+   *  when the source is known small (its plan's size within the broadcast threshold: the counted
+   *  merge caches its rows first) those rows are left out before the classifying join by a
+   *  broadcast semi-join: a view of 731,000 rows whose change retracted 7,000 scattered ones sent
+   *  every row through that join and its cache, 9 s of its 10. A large source would be shuffled
+   *  for it and again for the join, so it is not. */
   private def candidateRows(spark: SparkSession, spec: Spec, log: DeltaLog, txn: OptimisticTransaction,
       whole: Seq[AddFile], marked: Seq[AddFile], source: DataFrame): DataFrame = {
     val indexed = DeletionVectorUtils.deletionVectorsReadable(txn.snapshot)
@@ -256,8 +258,10 @@ object RefreshCommit extends DeltaCommand {
     if (marked.isEmpty) rows(whole)
     else {
       val filtered = spec.targetFilter.foldLeft(rows(marked))((frame, f) => frame.where(expr(f)))
-      val reached = if (spec.deleteMissing.isEmpty && spec.on.isDefined)
-        filtered.as("t").join(source.as("s"), expr(spec.on.get), "left_semi") else filtered
+      val small = source.queryExecution.optimizedPlan.stats.sizeInBytes <=
+        BigInt(spark.sessionState.conf.autoBroadcastJoinThreshold)
+      val reached = if (spec.deleteMissing.isEmpty && spec.on.isDefined && small)
+        filtered.as("t").join(broadcast(source.as("s")), expr(spec.on.get), "left_semi") else filtered
       if (whole.isEmpty) reached else rows(whole).unionByName(reached)
     }
   }
