@@ -193,8 +193,9 @@ def append(spark, plan: Plan, index: int) -> int:
     begin, end = plan.batch_span(index, first)
     count = plan.batch_sizes()[index]
     minute, minutes = (begin - first) // MINUTE_US, (end - begin) // MINUTE_US
-    for table, rows in (("person", generator.persons(minute, minutes)), ("auction", generator.auctions(minute, minutes)),
-                        ("bid", _bids(generator, count, begin, end - begin, salt=1000 + index, extra=""))):
+    new = {"person": generator.persons(minute, minutes), "auction": generator.auctions(minute, minutes),
+           "bid": _bids(generator, count, begin, end - begin, salt=1000 + index, extra="")}
+    for table, rows in new.items():
         rows.createOrReplaceTempView("nq_new")
         spark.sql(f"INSERT INTO {NAMES[table]} SELECT {COLUMNS[table]} FROM nq_new")
     return count
@@ -202,13 +203,16 @@ def append(spark, plan: Plan, index: int) -> int:
 
 def change(spark, index: int) -> None:
     """The change round's corrections, each its own commit (shares drawn by hashing the rows)."""
-    pick = "pmod(xxhash64({columns}, {salt}), 1000) < {per_mille}"
+    def pick(columns: str, salt: int, per_mille: int) -> str:
+        return f"pmod(xxhash64({columns}, {salt}), 1000) < {per_mille}"
+
+    bid = "auction, bidder, dateTime"
     statements = [
-        f"UPDATE {{bid}} SET price = price + 1 WHERE {pick.format(columns='auction, bidder, dateTime', salt=index, per_mille=5)}",
-        f"DELETE FROM {{bid}} WHERE {pick.format(columns='auction, bidder, dateTime', salt=100 + index, per_mille=5)}",
-        f"UPDATE {{auction}} SET category = 10 + pmod(category + 1, 5) WHERE {pick.format(columns='id', salt=index, per_mille=10)}",
-        f"DELETE FROM {{auction}} WHERE {pick.format(columns='id', salt=100 + index, per_mille=1)}",
-        f"UPDATE {{person}} SET state = 'OR' WHERE {pick.format(columns='id', salt=index, per_mille=10)}",
+        f"UPDATE {{bid}} SET price = price + 1 WHERE {pick(bid, index, 5)}",
+        f"DELETE FROM {{bid}} WHERE {pick(bid, 100 + index, 5)}",
+        f"UPDATE {{auction}} SET category = 10 + pmod(category + 1, 5) WHERE {pick('id', index, 10)}",
+        f"DELETE FROM {{auction}} WHERE {pick('id', 100 + index, 1)}",
+        f"UPDATE {{person}} SET state = 'OR' WHERE {pick('id', index, 10)}",
         f"UPDATE {{side_input}} SET value = 'v{index}' WHERE key = {index % 5}",
     ]
     for statement in statements:

@@ -188,18 +188,18 @@ def weigh(incremental_bytes: int, full_bytes: int, past: list[Past], min_work: i
         Estimate(incremental_bytes=1048576, full_bytes=14680064, incremental_s=2.5, full_s=4.8, ..., tries_full=True)
     """
     incremental = [p for p in past if p.technique == "incremental"]
-    full = [p for p in past if p.technique == "full" and p.reason != FIRST_REFRESH]
-    first_only = not full
+    full = [p for p in past if p.technique == "full"]
+    measured = [p for p in full if p.reason != FIRST_REFRESH]
     fixed = min((p.duration_s for p in incremental), default=0.0)
-    rates = {"incremental": _rate(incremental, min_work, fixed),
-             "full": _rate(full or [p for p in past if p.technique == "full"], min_work, 0.0)}
+    rates = {"incremental": _rate(incremental, min_work, fixed), "full": _rate(measured or full, min_work, 0.0)}
     inc_rate = rates["incremental"] if rates["incremental"] is not None else rates["full"]
     full_rate = rates["full"] if rates["full"] is not None else rates["incremental"]
     if inc_rate is None:
         return Estimate(incremental_bytes, full_bytes)
     incremental_s = round(max(0.0, fixed - spent) + incremental_bytes * inc_rate, 1)
     full_s = round(full_bytes * full_rate, 1)
-    tries = first_only and rates["full"] is not None and bool(incremental) and full_s < TRY_FULL_WITHIN * incremental_s
+    tries = (not measured and rates["full"] is not None and bool(incremental)
+             and full_s < TRY_FULL_WITHIN * incremental_s)
     return Estimate(incremental_bytes, full_bytes, incremental_s, full_s, tries_full=tries)
 
 

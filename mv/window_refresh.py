@@ -41,13 +41,12 @@ COMBINE_AFTER_RUNS = MAX_RANGES
 class Touched:
     """What the changes touch (`touched`): each window function over its source's changes
     (`windowed`, SQL relations with WS, WE, T in µs: internal_columns), the windows with the latest time added
-    to each, the changed rows per (part, window), the change rows read from all sources, how
-    many of those retract a row (deleted, or an update's old image), and the windows such rows are in."""
+    to each, the changed rows per (part, window), the change rows read from all sources, and the
+    windows a row of them retracts from (deleted, or an update's old image)."""
     windowed: list[str]
     windows: dict[tuple[int, int], int | None]
     counts: dict[tuple[int, int, int], int]
     rows_read: int
-    retracted: int = 0
     retracting: frozenset[tuple[int, int]] = frozenset()
 
 
@@ -164,16 +163,15 @@ def window_ranges(run: Run, windows: list[tuple[int, int]], alias: str) -> str:
 
 
 def touched_windows(spark: SparkSession, windowed: list[str], changes: list[str],
-                    small: bool = False) -> tuple[dict, dict, int, int, frozenset]:
+                    small: bool = False) -> tuple[dict, dict, int, frozenset]:
     """One query over the windowed changes: each touched window (start, end) with the latest time
     added to it (None for a window only deleted from), how many changed rows each part (index in
     `windowed`) has in each window, which tells how many are late without another pass, how
-    many rows the `changes` hold, how many of them retract a row, and the windows a retraction is
-    in. A `small` change (its bytes
+    many rows the `changes` hold, and the windows a retraction is in. A `small` change (its bytes
     in the log) is collected as it is and grouped here: one Spark job, where the grouping's
     shuffle costs a second.
 
-    Example: one insert at t=5 into [0, 10) of part 0 gives ({(0, 10): 5}, {(0, 0, 10): 1}, 1, 0, frozenset()).
+    Example: one insert at t=5 into [0, 10) of part 0 gives ({(0, 10): 5}, {(0, 0, 10): 1}, 1, frozenset()).
     """
     parts = [f"SELECT {i} AS {PART}, {WS}, {WE}, {T}, {SIGN} FROM {name}" for i, name in enumerate(windowed)]
     parts += [f"SELECT -1 AS {PART}, NULL AS {WS}, NULL AS {WE}, NULL AS {T}, {SIGN} FROM {name}" for name in changes]
@@ -187,9 +185,9 @@ def touched_windows(spark: SparkSession, windowed: list[str], changes: list[str]
             continue
         known = windows.get((s, e))
         windows[(s, e)] = latest if known is None else known if latest is None else max(known, latest)
-    read, retracted = (sum(row[i] for row in rows if row[0] < 0) for i in (4, 5))
+    read = sum(row[4] for row in rows if row[0] < 0)
     retracting = frozenset((s, e) for part, s, e, _, _, r in rows if part >= 0 and r)
-    return windows, {(part, s, e): n for part, s, e, _, n, _ in rows if part >= 0}, read, retracted, retracting
+    return windows, {(part, s, e): n for part, s, e, _, n, _ in rows if part >= 0}, read, retracting
 
 
 def _grouped(rows) -> list[tuple]:

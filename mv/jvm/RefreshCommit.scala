@@ -14,8 +14,8 @@ import org.apache.spark.sql.delta.commands.{DeletionVectorUtils, DeltaCommand}
 import org.apache.spark.sql.delta.commands.cdc.CDCReader
 import org.apache.spark.sql.execution.command.LeafRunnableCommand
 import org.apache.spark.sql.execution.metric.{SQLMetric, SQLMetrics}
-import org.apache.spark.sql.functions.{array, broadcast, col, collect_list, count, explode, expr, input_file_name, lit, struct,
-  when}
+import org.apache.spark.sql.functions.{array, broadcast, col, collect_list, count, explode, expr, input_file_name,
+  lit, struct, when}
 import org.apache.spark.storage.StorageLevel
 import org.apache.spark.sql.types.{DataType, LongType, StringType, StructType}
 
