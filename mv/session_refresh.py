@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from mv import open_windows, progress, session_lateness, watermark, writes
 from mv.combine import folded
 from mv.history import write_late_rows
-from mv.internal_columns import CHANGED, CHANGES, FIRST, GROUP, HI, LAST, LO, OP, SESSION, STARTS, T, TOUCHED
+from mv.internal_columns import CHANGED, CHANGES, FIRST, GROUP, HI, LAST, LO, OP, SESSION, SIGN, STARTS, T, TOUCHED
 from mv.query import interval_micros, micros_sql, quote, time_sql
 from mv.run import INFINITY, Run, advanced, source_time_type
 from mv.state import RefreshState
@@ -49,6 +49,8 @@ def refresh_sessions(run: Run, changes: str, state: RefreshState) -> tuple[Refre
             kept = run.open_state is not None and run.open_state.rows is not None
             if settled and kept and not retracted:
                 return folded_sessions(run, changes, state)
+            if settled and kept and w.partition_by:
+                return retracted_sessions(run, changes, state)
     keys, source = [quote(k) for k in w.partition_by], info.source_tables[0]
     match = " AND ".join([f"a.{k} <=> b.{k}" for k in keys] or ["true"])
     regions = session_regions(run, changes, open_from, touching_view=not settled)
@@ -102,24 +104,84 @@ def folded_sessions(run: Run, changes: str, state: RefreshState) -> tuple[Refres
     Example: kept a [00:01, 00:11) n=2; inserts a 00:09 and a 00:30 (gap 10 min) give
     a [00:01, 00:19) n=3, and a [00:30, 00:40) n=1.
     """
-    info, t = run.info, run.time_type
+    return closed_and_kept(run, state, fold(run, changes, run.open_state.rows))
+
+
+def retracted_sessions(run: Run, changes: str, state: RefreshState) -> tuple[RefreshState, writes.Write]:
+    """`folded_sessions` for a change that also retracts rows (not late) of some keys: a retraction may
+    split a session, so those keys' sessions are recomputed from the source, and only there. Per key
+    with a retraction, the region is its changed rows' spans widened by gap and every open session of
+    the key (its rows lie within [start, end - gap]); the view being settled, no row of a final session
+    is within gap of either. The other keys fold as in `folded_sessions`.
+
+    Example: kept a [00:01, 00:11) n=2 and b [00:02, 00:12) n=1; a's 00:01 deleted and b's 00:05
+    inserted: a's sessions are recomputed from its rows in [00:01 - 10 min, 00:11 + 10 min), b's fold.
+    """
+    spark, w, t = run.spark, run.info.windows[0], run.time_type
+    keys = [quote(k) for k in w.partition_by]
+    match = " AND ".join(f"a.{k} <=> b.{k}" for k in keys)
+    reached = run.temp_view(spark.sql(f"SELECT DISTINCT {', '.join(keys)} FROM {changes} WHERE {SIGN} = -1")
+                            .localCheckpoint(), "retracting")
+
+    def part(rows: str, of_reached: bool) -> str:
+        join = "LEFT SEMI" if of_reached else "LEFT ANTI"
+        label = ("changes" if rows == changes else "open") + ("_reached" if of_reached else "_folded")
+        return run.temp_view(spark.sql(f"SELECT a.* FROM {rows} a {join} JOIN {reached} b ON {match}"), label)
+
+    def us(column: str) -> str:
+        return micros_sql(quote(column), t)
+
+    regions = run.temp_view(spark.sql(f"""
+        WITH spans AS (SELECT {''.join(f'{k}, ' for k in keys)}{us(w.time_column)} - {w.size} AS {LO},
+                              {us(w.time_column)} + {w.size} AS {HI}
+                       FROM {part(changes, True)} WHERE {quote(w.time_column)} IS NOT NULL
+                       UNION ALL SELECT {''.join(f'{k}, ' for k in keys)}{us(run.info.window_start)} AS {LO},
+                              {us(run.info.window_end)} - {w.size} AS {HI} FROM {part(run.open_state.rows, True)}),
+        {merged_spans(keys)}""").localCheckpoint(), "regions")
+    low, high = spark.sql(f"SELECT min({LO}), max({HI}) FROM {regions}").first()
+    if low is None:  # retractions of rows without a time, of keys without open sessions: none to read
+        low, high = 0, -1
+    time_us = micros_sql(f"a.{quote(w.time_column)}", t)
+    source = run.info.source_tables[0]
+    effective = session_lateness.without_late(run, run.source(source), (low, high))
+    rows = run.temp_view(spark.sql(
+        f"SELECT a.* FROM {effective} a LEFT SEMI JOIN {regions} b ON {match} AND {time_us} BETWEEN b.{LO} AND b.{HI} "
+        f"WHERE a.{quote(w.time_column)} BETWEEN {time_sql(low, t)} AND {time_sql(high, t)}"), "session_rows")
+    names = [quote(c) for c in run.columns]
+    recomputed = spark.sql(run.query_over({source: rows})).selectExpr(*names, f"CAST(NULL AS BOOLEAN) AS {TOUCHED}")
+    folded = fold(run, part(changes, False), part(run.open_state.rows, False))
+    return closed_and_kept(run, state, folded.unionByName(recomputed).localCheckpoint())
+
+
+def fold(run: Run, changes: str, kept: str) -> DataFrame:
+    """The sessions of the inserted rows `changes` (the view's query over them) folded with the kept
+    open sessions `kept`, per key (`folded_sessions`); a column TOUCHED: whether a change is in it."""
+    info = run.info
     keys = info.session_keys
     start, end = quote(info.window_start), quote(info.window_end)
     names = ", ".join(quote(c) for c in run.columns)
     order = (f"PARTITION BY {', '.join(map(quote, keys))} " if keys else "") + f"ORDER BY {start}, {end}"
-    fold = folded(info.output, keys, {info.window_start: "min", info.window_end: "max"})
-    rows = run.spark.sql(f"""
+    folding = folded(info.output, keys, {info.window_start: "min", info.window_end: "max"})
+    return run.spark.sql(f"""
         WITH items AS (SELECT {names}, true AS {TOUCHED} FROM ({run.query_over({info.source_tables[0]: changes})})
-                       UNION ALL SELECT {names}, false AS {TOUCHED} FROM {run.open_state.rows}),
+                       UNION ALL SELECT {names}, false AS {TOUCHED} FROM {kept}),
         marked AS (SELECT *, CASE WHEN {start} <= max({end}) OVER ({order} ROWS BETWEEN UNBOUNDED PRECEDING
                    AND 1 PRECEDING) THEN 0 ELSE 1 END AS {STARTS} FROM items),
         grouped AS (SELECT *, sum({STARTS}) OVER ({order} ROWS UNBOUNDED PRECEDING) AS {SESSION} FROM marked)
-        SELECT {', '.join(fold)}, bool_or({TOUCHED}) AS {TOUCHED}
+        SELECT {', '.join(folding)}, bool_or({TOUCHED}) AS {TOUCHED}
         FROM grouped GROUP BY {', '.join([quote(k) for k in keys] + [SESSION])}""").localCheckpoint()
+
+
+def closed_and_kept(run: Run, state: RefreshState, rows: DataFrame) -> tuple[RefreshState, writes.Write]:
+    """The sessions `rows` under the new watermark: the closed ones appended to the view (a settled
+    view holds none of them), the others kept as the open sessions, and where the first of those
+    starts (`open_from`). Their column TOUCHED: true for a session a change folded into, NULL for
+    one recomputed from the source (counted as groups combined and recomputed)."""
+    start, end, t = quote(run.info.window_start), quote(run.info.window_end), run.time_type
     closed = watermark.closed_sql(end, state.watermark, t)
-    touched, first = rows.selectExpr(f"count_if({TOUCHED})",
-                                     f"min(IF({closed}, NULL, {micros_sql(start, t)}))").first()
-    run.outcome.groups_combined = touched
+    touched, recomputed, first = rows.selectExpr(f"count_if({TOUCHED})", f"count_if({TOUCHED} IS NULL)",
+                                                 f"min(IF({closed}, NULL, {micros_sql(start, t)}))").first()
+    run.outcome.groups_combined, run.outcome.groups_recomputed = touched, recomputed
     rows = rows.drop(TOUCHED)
     open_from = first if first is not None else state.watermark + 1 if state.watermark is not None else None
     state = kept_again(run, replace(state, open_from=open_from), rows.where(f"NOT ({closed})"))
