@@ -25,8 +25,6 @@ from mv.catalog import View
 from mv.delta_tables import Table
 from mv.names import TableName
 from mv.query import sql_string
-from mv.settings import session_settings
-from mv.state import USER_METADATA
 
 if TYPE_CHECKING:  # mv.run imports mv.estimate, which reads the history
     from mv.run import Run
@@ -77,8 +75,9 @@ def write_late_rows(run: Run, late: DataFrame, part: int = 0) -> None:
         run.late_exists = True
     spec = {"table": view.late_table, "rows": rows, "refresh_id": refresh_id, "part": part, "note": note,
             "legacy_app_id": f"mv-late:{table_id}:{part}"}
-    with session_settings(spark, {USER_METADATA: note}):
-        row = spark.sql(f"MV_COMMIT_LATE_ROWS {sql_string(json.dumps(spec))}").first()
+    # The commit takes the note as its user metadata from the spec, not from the session's settings,
+    # which any other commit of the session would see meanwhile.
+    row = spark.sql(f"MV_COMMIT_LATE_ROWS {sql_string(json.dumps(spec))}").first()
     if row.status == "conflict":  # a concurrent refresh of the view appended first
         raise errors.concurrent_refresh(view.name)
 

@@ -7,6 +7,8 @@ the query's rows of windows the watermark closed, and the open-window table exac
 """
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import mv
@@ -147,6 +149,24 @@ def test_retractions_of_final_windows_leave_the_open_ones_combined_with_the_inse
     assert [tuple(r) for r in spark.sql(f"SELECT item, n, high FROM {view}").collect()] == [("a", 1, 4)]
     open_rows = spark.sql(f"SELECT item, n, total, high FROM {TableName.parse(view).open}").collect()
     assert [tuple(r) for r in open_rows] == [("b", 2, 7, 6)]
+
+
+def test_the_late_rows_commit_names_its_refresh_and_versions_and_no_other_commit_does(spark, given):
+    """The late rows' commit says in its own user metadata which refresh wrote it and the source
+    versions it read to (what a rerun after a crash reads back); the open windows' and the view's
+    commits never carry that note."""
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:31", 1))
+    view = given.view(windowed(bids), "WATERMARK FOR ts AS ts - INTERVAL '1' MINUTE EMIT ON WINDOW CLOSE")
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'a', '00:02', 5), bid(4, 'b', '00:35', 6))}")
+    outcome = maintainer.refresh(spark, view)   # 00:02 is late: the view's 00:00-00:10 row stays
+    assert (outcome.technique, outcome.late_rows) == ("incremental", 1)
+    names = TableName.parse(view)
+
+    def newest_note(table: str) -> str:
+        return spark.sql(f"DESCRIBE HISTORY {table} LIMIT 1").first().userMetadata or ""
+    late_note = json.loads(newest_note(names.late))["mv_late"]
+    assert (late_note["refresh_id"], late_note["targets"]) == (outcome.refresh_id, outcome.source_versions)
+    assert "mv_late" not in newest_note(names.open) and "mv_late" not in newest_note(view)
 
 
 def test_auto_counts_the_source_read_of_the_open_windows_it_recomputes(spark, given):

@@ -67,7 +67,9 @@ object LateRowsCommit {
         txn.updateMetadata(txn.metadata.copy(schemaString = schema.json, configuration = txn.metadata.configuration
           ++ Map(WrittenProperty -> s"${spec.refreshId}:${spec.part}", NoteProperty -> spec.note)))
         val actions = txn.writeFiles(aligned(data, schema))
-        val version = txn.commit(actions, DeltaOperations.Write(SaveMode.Append))
+        // The note as the commit's user metadata by the operation, not the session's setting: the
+        // late rows may be committed in a thread of their own while the refresh commits elsewhere.
+        val version = txn.commit(actions, DeltaOperations.Write(SaveMode.Append, userMetadata = Some(spec.note)))
         Seq(Row("committed", version, RefreshCommit.appended(actions)))
       }
     }
