@@ -58,6 +58,9 @@ class Read:
     # Regrouped by windows of the read's own time column: {"time_column": name, "size": micros}
     # (its terms read only the change's time range, give or take a window).
     window: dict | None = None
+    # The reads (their indices in QueryInfo.reads) joined to this one on their windows' bounds: its
+    # terms read them only around the change's times too (QueryDescription.windowPartners).
+    partners: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -124,10 +127,13 @@ class QueryInfo:
         tables = self.source_tables
         seen: dict[str, int] = {}
         reads = []
+        read_of = {i: n for n, i in enumerate(i for i, s in enumerate(self.sources) if s.get("table"))}
         for s in (s for s in self.sources if s.get("table")):
             k = seen[s["table"]] = seen.get(s["table"], -1) + 1
             name = s["table"] if tables.count(s["table"]) == 1 else f"{s['table']}#{k}"
-            reads.append(Read(s["table"], name, bool(s.get("flips")), bool(s.get("regroups")), s.get("regroup_window")))
+            partners = tuple(read_of[i] for i in s.get("window_partners") or () if i in read_of)
+            reads.append(Read(s["table"], name, bool(s.get("flips")), bool(s.get("regroups")), s.get("regroup_window"),
+                              partners))
         return reads
 
     @property

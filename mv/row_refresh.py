@@ -33,7 +33,7 @@ from pyspark.sql import functions as F
 
 from mv import change_feed, estimate, window_refresh, writes
 from mv.internal_columns import N, SIGN
-from mv.query import micros_sql, quote, time_sql
+from mv.query import Read, micros_sql, quote, time_sql
 from mv.run import Run
 from mv.writes import Write
 
@@ -132,7 +132,15 @@ def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, i
             parts.append((sign, source, run.query_over({**after, read.name: replacement}, read.name, keys=keys, **kind)))
         change = run.temp_view(changes[source], f"change_{i}") if (read.regroups or read.flips) and not keys else None
         if read.regroups and not keys:  # its aggregates' touched groups, new (+) and old (-)
-            within = _change_times(changes[source], read.window) if read.window else None
+            within = None
+            if read.window:
+                span = _change_span(changes[source], read.window)
+                within = _time_within(read.window, span, read.window["size"], _time_type(run, read, changes[source]))
+                for j in read.partners:  # joined on the touched windows' bounds: read only around them too
+                    other = reads[j]
+                    size = max(read.window["size"], other.window["size"])
+                    after[other.name] = _kept_to(after.get(other.name) or run.source(other.table),
+                                                 _time_within(other.window, span, size, _time_type(run, other)))
             term(1, _kept_to(run.source(source), within), regroups=change)
             term(-1, _kept_to(run.previous_source(source), within), regroups=change)
         else:
@@ -146,19 +154,32 @@ def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, i
     return parts
 
 
-def _change_times(change: DataFrame, window: dict) -> str:
-    """The condition keeping a source to the rows a regroup term of `window`-grouped aggregates needs:
-    its touched groups each lie in a window holding a changed row, so within the change's times give
-    or take twice the window's size (a day window in a time zone may be an hour longer). FALSE for a
-    change without times: it is in no window, so the term's groups are none."""
+def _change_span(change: DataFrame, window: dict) -> tuple[int, int] | None:
+    """The earliest and latest time (µs) of `change`'s rows in `window`'s time column; None when
+    none has a time."""
     column = window["time_column"]
-    t = change.schema[column].dataType.simpleString()
-    micros = micros_sql(quote(column), t)
+    micros = micros_sql(quote(column), change.schema[column].dataType.simpleString())
     low, high = change.selectExpr(f"min({micros})", f"max({micros})").first()
-    if low is None:
+    return None if low is None else (low, high)
+
+
+def _time_type(run: Run, read: Read, change: DataFrame | None = None) -> str:
+    """The type of `read`'s window time column (Spark's simpleString): in its change, or its table's."""
+    column = read.window["time_column"]
+    if change is not None:
+        return change.schema[column].dataType.simpleString()
+    return run.source_schemas.get(read.table, {}).get(column.lower(), "timestamp")
+
+
+def _time_within(window: dict, span: tuple[int, int] | None, size: int, t: str) -> str:
+    """The condition keeping a source to the rows a regroup term of `window`-grouped aggregates needs:
+    its touched groups each lie in a window (of at most `size` µs) holding a changed row, so within
+    the change's `span` give or take twice the size (a day window in a time zone may be an hour
+    longer). FALSE for a change without times: it is in no window, so the term's groups are none."""
+    if span is None:
         return "FALSE"
-    margin = 2 * window["size"]
-    return f"{quote(column)} >= {time_sql(low - margin, t)} AND {quote(column)} <= {time_sql(high + margin, t)}"
+    column = quote(window["time_column"])
+    return f"{column} >= {time_sql(span[0] - 2 * size, t)} AND {column} <= {time_sql(span[1] + 2 * size, t)}"
 
 
 def _kept_to(relation: str, condition: str | None) -> str:

@@ -494,8 +494,10 @@ object QueryDescription extends PredicateHelper {
     case _ => None
   }
 
-  private def sources(plan: LogicalPlan, reasons: mutable.Set[String], rows: Boolean): Seq[Map[String, Any]] =
-    plan.collectLeaves().distinct.flatMap {
+  private def sources(plan: LogicalPlan, reasons: mutable.Set[String], rows: Boolean): Seq[Map[String, Any]] = {
+    val leaves = plan.collectLeaves().distinct
+    lazy val partners = windowPartners(plan, leaves)
+    leaves.flatMap {
       case r: LogicalRelation =>
         val isDelta = r.relation.toString.contains("Delta") ||
           r.catalogTable.flatMap(_.provider).exists(_.equalsIgnoreCase("delta"))
@@ -507,7 +509,8 @@ object QueryDescription extends PredicateHelper {
           "flips" -> (r.catalogTable.isDefined && DeltaRules.flippedAt(plan, r) > 0),
           // read under an aggregate of a query of rows (DeltaRules.regroups): its terms recompute its groups
           "regroups" -> (rows && r.catalogTable.isDefined && DeltaRules.regroupedAt(plan, r)),
-          "regroup_window" -> (if (rows && r.catalogTable.isDefined) regroupWindow(plan, r).orNull else null)))
+          "regroup_window" -> (if (rows && r.catalogTable.isDefined) regroupWindow(plan, r).orNull else null),
+          "window_partners" -> (if (rows && r.catalogTable.isDefined) partners.getOrElse(leaves.indexOf(r), Nil) else Nil)))
       case h: HiveTableRelation =>
         Some(Map("table" -> h.tableMeta.identifier.quotedString, "provider" -> "hive",
           "columns" -> h.output.map(_.name)))
@@ -516,6 +519,41 @@ object QueryDescription extends PredicateHelper {
         reasons += "UNSUPPORTED_SOURCE"
         Some(Map("table" -> null, "provider" -> other.nodeName))
     }
+  }
+
+  /**
+   * For each read of `leaves` (by index) regrouped by windows of its own time column
+   * (`regroupWindow`), the other such reads an inner join below every aggregate over either joins
+   * it to on their windows' bounds (an equality of their window_start, or window_end, columns). A
+   * regroup term of one joins the other's windows of the groups it touches alone, each within
+   * those groups' windows' time give or take a window: it reads the other only around the change's
+   * times too (mv/row_refresh.py). Nexmark q5: each auction's bids per window joined to each
+   * window's most bids.
+   */
+  private def windowPartners(plan: LogicalPlan, leaves: Seq[LogicalPlan]): Map[Int, Seq[Int]] = {
+    val windowed = leaves.indices.filter(i => leaves(i).isInstanceOf[LogicalRelation] && regroupWindow(plan, leaves(i)).isDefined)
+    def bounds(side: LogicalPlan, leaf: LogicalPlan): Map[ExprId, String] = traced(side, side.collect {
+      case w: WindowTableFunction if w.child.exists(_ == leaf) =>
+        Seq(w.windowStart.exprId -> "start", w.windowEnd.exprId -> "end")
+    }.flatten.toMap)
+    def below(j: Join, leaf: LogicalPlan): Boolean =
+      DeltaRules.regroupingsOf(plan, leaf).forall(a => j.children.exists(_.exists(_ eq a)))
+    val pairs = plan.collect {
+      case j @ Join(left, right, org.apache.spark.sql.catalyst.plans.Inner, Some(condition), _) =>
+        val equal = splitConjunctivePredicates(condition).collect {
+          case EqualTo(a: Attribute, b: Attribute) => (a.exprId, b.exprId)
+          case EqualNullSafe(a: Attribute, b: Attribute) => (a.exprId, b.exprId)
+        }
+        for {
+          x <- windowed if left.exists(_ == leaves(x)) && below(j, leaves(x))
+          y <- windowed if right.exists(_ == leaves(y)) && below(j, leaves(y))
+          (bx, by) = (bounds(left, leaves(x)), bounds(right, leaves(y)))
+          if equal.exists { case (a, b) => bx.get(a).exists(by.get(b).contains) || bx.get(b).exists(by.get(a).contains) }
+          pair <- Seq(x -> y, y -> x)
+        } yield pair
+    }.flatten
+    pairs.groupBy(_._1).map { case (k, v) => k -> v.map(_._2).distinct }
+  }
 
   /** The temporary views the query reads (by name): they live in one session, and a view's refresh
    * runs in a session of its own. Global temporary views are the application's: refreshes see them. */
