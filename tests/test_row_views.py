@@ -385,6 +385,7 @@ HOT_ITEMS = """SELECT c.item, c.n, c.window_start FROM (SELECT item, count(*) AS
     ON {on} AND c.n >= m.top"""
 
 
+@pytest.mark.slow   # regroup terms, about 40 s here: with the other regroup tests in make test-slow
 def test_windows_joined_on_their_bounds_read_each_other_only_around_the_change(spark):
     """Each read's regroup term recomputes the windows its change touches; the other read joins only
     those windows (equal bounds), so it too is read only around the change's times: a change at the
