@@ -57,19 +57,7 @@ def refresh_sessions(run: Run, changes: str, state: RefreshState) -> tuple[Refre
     low, high = spark.sql(f"SELECT min({LO}), max({HI}) FROM {regions}").first()
     if low is None:  # no session open, none changed
         return kept_again(run, state, spark.sql(f"SELECT * FROM ({run.query}) WHERE false")), writes.STATE_ONLY
-    within = " AND ".join([f"a.{quote(w.time_column)} >= {time_sql(low, run.time_type)}"] * (low > -INFINITY)
-                          + [f"a.{quote(w.time_column)} <= {time_sql(high, run.time_type)}"] * (high < INFINITY))
-    # Late changes are undone in the source (only those of the regions' time range, when bounded),
-    # so the regions select from what that leaves (their time range still reaches the Delta scan).
-    bounded = (low, high) if -INFINITY < low and high < INFINITY else None
-    effective = (session_lateness.without_late(run, run.source(source), bounded)
-                 if late_sessions(run) else run.source(source))
-    # LEFT SEMI JOIN, not EXISTS: Spark decorrelates this EXISTS into a nested-loop join of every
-    # distinct time with every region (the range alone), then matches keys; the join hashes the keys.
-    time_us = micros_sql(f"a.{quote(w.time_column)}", run.time_type)
-    rows = run.temp_view(spark.sql(
-        f"SELECT a.* FROM {effective} a LEFT SEMI JOIN {regions} b "
-        f"ON {match} AND {time_us} BETWEEN b.{LO} AND b.{HI} WHERE {within or 'true'}"), "session_rows")
+    rows = region_rows(run, regions, low, high)
     recomputed = spark.sql(run.query_over({source: rows}))
     end = quote(info.window_end)
     if open_from is not None:
@@ -141,14 +129,9 @@ def retracted_sessions(run: Run, changes: str, state: RefreshState) -> tuple[Ref
     low, high = spark.sql(f"SELECT min({LO}), max({HI}) FROM {regions}").first()
     if low is None:  # retractions of rows without a time, of keys without open sessions: none to read
         low, high = 0, -1
-    time_us = micros_sql(f"a.{quote(w.time_column)}", t)
-    source = run.info.source_tables[0]
-    effective = session_lateness.without_late(run, run.source(source), (low, high))
-    rows = run.temp_view(spark.sql(
-        f"SELECT a.* FROM {effective} a LEFT SEMI JOIN {regions} b ON {match} AND {time_us} BETWEEN b.{LO} AND b.{HI} "
-        f"WHERE a.{quote(w.time_column)} BETWEEN {time_sql(low, t)} AND {time_sql(high, t)}"), "session_rows")
+    rows = region_rows(run, regions, low, high)
     names = [quote(c) for c in run.columns]
-    recomputed = spark.sql(run.query_over({source: rows})).selectExpr(*names, f"CAST(NULL AS BOOLEAN) AS {TOUCHED}")
+    recomputed = spark.sql(run.query_over({run.info.source_tables[0]: rows})).selectExpr(*names, f"CAST(NULL AS BOOLEAN) AS {TOUCHED}")
     folded = fold(run, part(changes, False), part(run.open_state.rows, False))
     return closed_and_kept(run, state, folded.unionByName(recomputed).localCheckpoint())
 
@@ -186,6 +169,27 @@ def closed_and_kept(run: Run, state: RefreshState, rows: DataFrame) -> tuple[Ref
     open_from = first if first is not None else state.watermark + 1 if state.watermark is not None else None
     state = kept_again(run, replace(state, open_from=open_from), rows.where(f"NOT ({closed})"))
     return state, writes.append(rows.where(closed))
+
+
+def region_rows(run: Run, regions: str, low: int, high: int) -> str:
+    """A temporary view of the source rows whose key and time are in one of `regions` (keys, LO, HI),
+    all within [low, high] (µs; -INFINITY, INFINITY: unbounded), with the late changes undone under
+    a watermark (session_lateness.without_late)."""
+    w, t, source = run.info.windows[0], run.time_type, run.info.source_tables[0]
+    keys, column = [quote(k) for k in w.partition_by], f"a.{quote(w.time_column)}"
+    match = " AND ".join([f"a.{k} <=> b.{k}" for k in keys] or ["true"])
+    within = " AND ".join([f"{column} >= {time_sql(low, t)}"] * (low > -INFINITY)
+                          + [f"{column} <= {time_sql(high, t)}"] * (high < INFINITY))
+    # Late changes are undone in the source (only those of the regions' time range, when bounded),
+    # so the regions select from what that leaves (their time range still reaches the Delta scan).
+    bounded = (low, high) if -INFINITY < low and high < INFINITY else None
+    effective = (session_lateness.without_late(run, run.source(source), bounded)
+                 if late_sessions(run) else run.source(source))
+    # LEFT SEMI JOIN, not EXISTS: Spark decorrelates this EXISTS into a nested-loop join of every
+    # distinct time with every region (the range alone), then matches keys; the join hashes the keys.
+    return run.temp_view(run.spark.sql(
+        f"SELECT a.* FROM {effective} a LEFT SEMI JOIN {regions} b "
+        f"ON {match} AND {micros_sql(column, t)} BETWEEN b.{LO} AND b.{HI} WHERE {within or 'true'}"), "session_rows")
 
 
 def kept_again(run: Run, state: RefreshState, still_open: DataFrame) -> RefreshState:

@@ -67,8 +67,8 @@ object LateRowsCommit {
         txn.updateMetadata(txn.metadata.copy(schemaString = schema.json, configuration = txn.metadata.configuration
           ++ Map(WrittenProperty -> s"${spec.refreshId}:${spec.part}", NoteProperty -> spec.note)))
         val actions = txn.writeFiles(aligned(data, schema))
-        // The note as the commit's user metadata by the operation, not the session's setting: the
-        // late rows may be committed in a thread of their own while the refresh commits elsewhere.
+        // The note as the commit's user metadata by the operation, not the session's setting, which
+        // every other commit of the session would see while it is set.
         val version = txn.commit(actions, DeltaOperations.Write(SaveMode.Append, userMetadata = Some(spec.note)))
         Seq(Row("committed", version, RefreshCommit.appended(actions)))
       }
