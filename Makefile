@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed-$(SPARK)
 # The other Spark lines the compatibility subset runs on, each in a virtual environment of its own.
 COMPAT_SPARK ?= 4.0.5 4.1.4
 
-.PHONY: setup demo test test-slow test-compat bench clean
+.PHONY: setup setup-compat demo test test-slow test-compat bench clean
 
 setup: $(STAMP)
 	@$(PY) -c "from mv import jars; raise SystemExit(jars.main())"
@@ -30,10 +30,14 @@ test: setup
 	$(PY) -m pytest -m "not slow" -n 2 --dist loadfile --durations=25
 
 # The tests marked `slow`: processes killed at random moments, the Nexmark benchmark's contenders,
-# a local cluster, dbt through a Thrift server, the longer scenario variants (about 22 minutes; CI
-# runs them after make test).
+# a local cluster, dbt through a Thrift server, the longer scenario variants (CI runs them after
+# make test). Two workers, a test file each at a time, as make test.
 test-slow: setup
-	$(PY) -m pytest -m slow --durations=5
+	$(PY) -m pytest -m slow -n 2 --dist loadfile --durations=10
+
+# The virtual environments of COMPAT_SPARK (CI builds them while make test runs).
+setup-compat:
+	@for v in $(COMPAT_SPARK); do $(MAKE) --no-print-directory setup SPARK=$$v VENV=.venv-$$v || exit 1; done
 
 # The tests marked `compat` (window functions against their oracles, CREATE/REFRESH with retractions
 # and late rows, a Connect round trip) on each of COMPAT_SPARK.
@@ -41,7 +45,7 @@ test-compat:
 	@for v in $(COMPAT_SPARK); do \
 	  echo "== Spark $$v: the compatibility subset"; \
 	  $(MAKE) --no-print-directory setup SPARK=$$v VENV=.venv-$$v || exit 1; \
-	  .venv-$$v/bin/python -m pytest -m compat --durations=5 || exit 1; \
+	  .venv-$$v/bin/python -m pytest -m compat -n 2 --dist loadfile --durations=5 || exit 1; \
 	done
 
 # QUICK=1 make bench: every benchmark's --quick variant (1M rows or bids).

@@ -71,6 +71,7 @@ def checked(spark, src: str, views: dict[str, str]) -> None:
             same(spark, view, template.format(src=src))
 
 
+@pytest.mark.slow  # a view of every kind over such a source (a minute)
 def test_source_columns_named_like_the_engines_helpers_are_kept_exactly_everywhere(spark, given):
     src = source(spark, given, row(1, "00:01", "c"), row(2, "00:03", "c"), row(3, "00:12", "u"),
                  row(4, "00:20", "c"), row(5, "00:33", "u"), row(6, "00:40", "c"))

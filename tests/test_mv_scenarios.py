@@ -180,7 +180,7 @@ def test_a_view_checkpoints_every_100_commits_unless_its_tblproperties_say_other
     assert (interval(default), interval(own)) == ("100", "5")
 
 
-@pytest.mark.parametrize("layout", ["PARTITIONED BY (item)", "CLUSTER BY (item)",
+@pytest.mark.parametrize("layout", [pytest.param("PARTITIONED BY (item)", marks=pytest.mark.slow), "CLUSTER BY (item)",
                                     pytest.param("TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')",
                                                  marks=pytest.mark.slow)])
 def test_a_partitioned_or_clustered_view_is_kept_exactly_with_its_change_feed(spark, given, layout):

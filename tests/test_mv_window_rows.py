@@ -285,7 +285,8 @@ SESSION_PAIR_COUNTS = """SELECT l.item, l.window_start, l.window_end, count(*) A
 
 @pytest.mark.parametrize("shape, join", [pytest.param(SESSION_PAIRS, "JOIN", marks=pytest.mark.slow),
                                          pytest.param(SESSION_PAIR_COUNTS, "JOIN", marks=pytest.mark.slow),
-                                         (SESSION_PAIRS, "LEFT JOIN")], ids=["rows", "grouped", "left_join"])
+                                         pytest.param(SESSION_PAIRS, "LEFT JOIN", marks=pytest.mark.slow)],
+                         ids=["rows", "grouped", "left_join"])
 def test_joined_sessions_are_kept_incrementally_through_inserts_updates_and_deletes(spark, given, shape, join):
     """Given bids and asks, each in 5-minute sessions per item, joined where an item's bid and ask
     sessions have equal bounds, when both tables change at random, then each refresh is

@@ -87,6 +87,7 @@ SESSIONS = ("SELECT item, window_start, window_end, count(*) AS n, sum(price) AS
             "GROUP BY item, window_start, window_end")
 
 
+@pytest.mark.slow  # a minute; the retraction test below keeps sessions' kept state in make test
 def test_open_sessions_are_kept_and_fold_with_inserts(spark, given):
     """Inserts fold with the kept sessions (groups combined) while every session in the view is
     final (without GRACE, always); under a retraction, the sessions are recomputed from the source

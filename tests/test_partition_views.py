@@ -32,7 +32,7 @@ def tables(spark):
     made.drop()
 
 
-@pytest.mark.parametrize("kinds", [pytest.param(("winning",), marks=pytest.mark.compat),
+@pytest.mark.parametrize("kinds", [pytest.param(("winning",), marks=[pytest.mark.slow, pytest.mark.compat]),
                                    pytest.param(("top_two", "running"), marks=pytest.mark.slow)])
 def test_top_n_deduplication_and_over_recompute_only_the_partitions_their_change_reaches(spark, tables, kinds):
     """The keys of the partitions a change reaches come from the query over the change (the rank's
