@@ -25,8 +25,8 @@ RANDOM_KILL_JOB = str(Path(__file__).with_name("random_kill_job.py"))
 # Per round, how its process dies while refreshing the killed views: after a random delay
 # (within the three refreshes, 4-6 s in a fresh process), or killing itself at a kill point.
 # (The kill point between the open-window commit and the view's is the in-process test's; a random
-# delay lands there too.)
-KILLS = (None, "late_rows_written", None)
+# delay lands there too.) A second random round took three more minutes of CI for the same check.
+KILLS = (None, "late_rows_written")
 RANDOM_KILL_DELAY_S = 5.0
 
 
