@@ -34,9 +34,11 @@ test: setup
 
 # The tests marked `slow`: processes killed at random moments, the Nexmark benchmark's contenders,
 # a local cluster, dbt through a Thrift server, the longer scenario variants (CI runs them after
-# make test). Two workers, a test file each at a time, as make test.
+# make test). Two workers, a test file each at a time, as make test; then the tests marked serial
+# alone (threads that race one another, whose race is checked without the workers' load).
 test-slow: setup
-	$(PY) -m pytest -m slow -n 2 --dist loadfile --durations=10
+	$(PY) -m pytest -m "slow and not serial" -n 2 --dist loadfile --durations=10
+	$(PY) -m pytest -m "slow and serial" --durations=1
 
 # The virtual environments of COMPAT_SPARK (CI builds them while make test runs).
 setup-compat:
