@@ -46,10 +46,9 @@ setup-compat:
 
 # The tests marked `compat` (window functions against their oracles, CREATE/REFRESH with retractions
 # and late rows, a Connect round trip) on each of COMPAT_SPARK.
-test-compat:
+test-compat: setup-compat
 	@for v in $(COMPAT_SPARK); do \
 	  echo "== Spark $$v: the compatibility subset"; \
-	  $(MAKE) --no-print-directory setup SPARK=$$v VENV=.venv-$$v || exit 1; \
 	  marks=compat; [ "$$v" = "$(firstword $(COMPAT_SPARK))" ] || [ -n "$(COMPAT_ALL)" ] || marks="compat and not slow"; \
 	  .venv-$$v/bin/python -m pytest -m "$$marks" -n 2 --dist loadfile --durations=5 || exit 1; \
 	done

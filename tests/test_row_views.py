@@ -85,7 +85,8 @@ REGROUPED = {  # aggregates and DISTINCT below rows, self-joins: each read's tou
 VIEWS.update(GROUPED)
 VIEWS.update(FLIPPED)
 VIEWS.update(REGROUPED)
-SCENARIO = ("joined", "unioned", "by_category", "by_bucket")  # "duplicates": the tests below
+# The views of the rounds below ("duplicates": the tests further down): rows, then groups.
+SCENARIO_ROWS, SCENARIO_GROUPS = ("joined", "unioned"), ("by_category", "by_bucket")
 # Where a refresh of rows can stop: after reading the changes, and after its one commit (it writes
 # no late rows and keeps no open windows).
 KILL_POINTS_OF_ROWS = ("changes_read", "committed")
@@ -139,7 +140,7 @@ ROUNDS = [  # (what happens, its statements)
 ]
 
 
-@pytest.mark.parametrize("kinds", [("joined", "unioned"), pytest.param(("by_category", "by_bucket"), marks=pytest.mark.slow)])
+@pytest.mark.parametrize("kinds", [SCENARIO_ROWS, pytest.param(SCENARIO_GROUPS, marks=pytest.mark.slow)])
 def test_filters_joins_and_unions_refresh_by_their_changes_and_equal_their_query(spark, tables, kinds):
     tables.run("INSERT INTO {bids} VALUES (1, 1, 10), (2, 1, 20), (3, 2, 15), (7, 1, 12)")
     tables.run("INSERT INTO {auctions} VALUES (1, 'books'), (2, 'games'), (3, 'books')")
@@ -147,7 +148,7 @@ def test_filters_joins_and_unions_refresh_by_their_changes_and_equal_their_query
     views = {kind: tables.view(kind) for kind in kinds}
     for what in each_round_refreshed_incrementally_and_equal_to_its_query(spark, tables, views):
         if what == "new bids and auctions":  # only rows added: every view of rows appended them
-            assert all(set(view_changes(spark, views[kind])) == {"insert"} for kind in views.keys() & {"joined", "unioned"})
+            assert all(set(view_changes(spark, views[kind])) == {"insert"} for kind in views.keys() & set(SCENARIO_ROWS))
 
 
 def each_round_refreshed_incrementally_and_equal_to_its_query(spark, tables, views: dict[str, str]):
