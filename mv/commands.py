@@ -9,6 +9,7 @@ Example:
 """
 from __future__ import annotations
 
+import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -108,11 +109,9 @@ def _validate(spark: SparkSession, statement: Create) -> QueryInfo:
 
 def create(spark: SparkSession, statement: Create) -> tuple:
     d = statement.definition
-    existing = catalog.load(spark, d.name)
-    if existing is None and spark.catalog.tableExists(d.name):
-        existing = catalog.load(spark, d.name)  # made since the first look (a CREATE in another thread)?
-        if existing is None:
-            raise errors.table_exists(d.name)
+    existing = _found(spark, d.name)
+    if existing is _TAKEN:
+        raise errors.table_exists(d.name)
     if existing is not None and statement.if_not_exists:
         return (f"{d.name} already exists",)
     if existing is not None and not statement.or_replace:
@@ -137,9 +136,13 @@ def _made(spark: SparkSession, statement: Create, info: QueryInfo) -> tuple:
         catalog.create_empty(spark, d.name, d.query, f"USING delta{layout} "
                              f"TBLPROPERTIES ({_properties(d.tblproperties)}, {catalog.definition_property(view)})")
     except Exception as e:  # noqa: BLE001 - Spark's and Delta's errors reach Python as several types
-        if not errors.lost_race(e):
+        location_taken = _LOCATION_TAKEN in str(e)  # another CREATE's first commit, or files left behind
+        if not (errors.lost_race(e) or location_taken):
             raise
         lost = _lost_create(spark, d.name)  # another thread or session created the name since the check above
+        if lost is None and location_taken:
+            raise
+        lost = lost or errors.concurrent_refresh(d.name)
         if statement.if_not_exists and lost.error_class == "MV_VIEW_ALREADY_EXISTS":
             return (f"{d.name} already exists",)
         raise lost from None
@@ -148,12 +151,38 @@ def _made(spark: SparkSession, statement: Create, info: QueryInfo) -> tuple:
     return (f"created {d.name}: {outcome.rows_inserted} rows",)
 
 
-def _lost_create(spark: SparkSession, name: str) -> errors.MvError:
+def _lost_create(spark: SparkSession, name: str) -> errors.MvError | None:
     """The error of a CREATE whose table another CREATE made first: that one's view exists, or a
-    table that is none, or (its CREATE failed too) nothing, and running this one again creates it."""
-    if catalog.load(spark, name) is not None:
-        return errors.view_exists(name)
-    return errors.table_exists(name) if spark.catalog.tableExists(name) else errors.concurrent_refresh(name)
+    table that is none; None when nothing is there (that CREATE failed too, or files were left
+    in the table's location without a table)."""
+    found = _found(spark, name, wait=True)
+    return errors.table_exists(name) if found is _TAKEN else errors.view_exists(name) if found else None
+
+
+_TAKEN = object()  # `_found`'s answer for a name that is a table but no materialized view
+_LOCATION_TAKEN = "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION"
+SETTLING_S = 5.0  # how long a CREATE waits for another's table to become a view (its first commit)
+
+
+def _found(spark: SparkSession, name: str, wait: bool = False) -> View | object | None:
+    """The view called `name`, None if the name is free, `_TAKEN` for a table that is no view.
+    A Delta table without its first commit yet, and with `wait` no table at all, may be another
+    CREATE's, in another thread or session, between its catalog entry and its first commit (which
+    makes it a view) or its first commit and its catalog entry: it is looked at again for up to
+    SETTLING_S seconds.
+
+    Example:
+        >>> _found(spark, "hourly") is _TAKEN     # a plain table called hourly
+        True
+    """
+    name, deadline = TableName.parse(name), time.monotonic() + SETTLING_S
+    while True:
+        view = catalog.load(spark, name)
+        table = view.table if view else delta_tables.lookup(spark, [name])[name]
+        settling = (table.exists and table.version < 0 and table.schema is not None) or (wait and not table.exists)
+        if view or not settling or time.monotonic() > deadline:
+            return view or (_TAKEN if table.exists else None)
+        time.sleep(0.1)
 
 
 def _enable_change_feed(spark: SparkSession, view: str, source: str) -> None:

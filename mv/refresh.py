@@ -143,7 +143,7 @@ def _describe(spark: SparkSession, view: View) -> QueryInfo:
 def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: bool = False) -> Outcome:
     started = time.time()
     progress.phase(view.name, "planning")
-    found = stored(spark, view.name, view.properties)
+    found = stored(spark, view.name, view.properties, view.table.version if view.table else None)
     previous = found.state
     refresh_id = (previous.refresh_id if previous else _last_refresh_id(spark, view) if found.lost else 0) + 1
     # The view's version was read with its state (`found`); its sources' are read after it.

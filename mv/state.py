@@ -71,12 +71,20 @@ class Stored:
     lost: bool = False
 
 
-def stored(spark: SparkSession, view: str, properties: dict[str, str]) -> Stored:
+def stored(spark: SparkSession, view: str, properties: dict[str, str], version: int | None = None) -> Stored:
     """The state of the view's latest refresh, from its table `properties` (as SHOW TBLPROPERTIES
-    gives them, unredacted)."""
+    gives them, unredacted). A view at `version` 0 holds its creation alone: no refresh yet, and
+    no history to read (a CREATE's first refresh reads none).
+
+    Example:
+        >>> stored(spark, "hourly", {"mv.definition": "..."}, version=0)
+        Stored(state=None, marker=None, lost=False)
+    """
     marker = properties.get(REFRESH_ID_PROPERTY)
     if STATE_PROPERTY in properties:
         return Stored(RefreshState(**json.loads(properties[STATE_PROPERTY])), marker)
+    if version == 0:
+        return Stored(None, marker)
     state, truncated = _from_commits(spark, view)
     return Stored(state, marker, lost=state is None and truncated)
 
