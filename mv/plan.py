@@ -57,6 +57,22 @@ def plan(spark: SparkSession, view: View, info: QueryInfo, previous: RefreshStat
     return Plan("incremental", "CHANGES_ONLY")
 
 
+def kept_incrementally(spark: SparkSession, view: View, info: QueryInfo, chosen: Plan) -> bool:
+    """Whether `view`'s query is one the engine keeps incrementally, whatever this refresh's
+    technique (`chosen`): no blocker and a policy other than FULL. A refresh of such a view that
+    finds no source moved commits nothing (NO_CHANGES).
+
+    Example:
+        >>> kept_incrementally(spark, view, info, Plan("full", "FIRST_REFRESH"))
+        True
+    """
+    if chosen.technique == "incremental":
+        return True
+    if view.definition.policy == "FULL" or info.reasons:
+        return False
+    return not incremental_blockers(spark, info, bool(view.definition.watermark_column))
+
+
 def by_windows(info: QueryInfo) -> bool:
     """Whether an incremental refresh of `info`'s query works window by window (mv/window_refresh.py,
     weighed by mv/estimate.py): windows other than sessions, grouped by their window or not."""

@@ -35,11 +35,12 @@ from mv import internal_columns, open_windows, row_refresh, snapshots
 from mv import watermark, window_refresh, writes
 from mv.catalog import View
 from mv.history import pinned_targets
-from mv.plan import Plan, by_windows, plan, weighed
+from mv.plan import Plan, by_windows, kept_incrementally, plan, weighed
 from mv.query import QueryInfo, describe, sql_string
 from mv.run import Outcome, Run, clock_closes, seen_at
 from mv.settings import session_settings
-from mv.state import READ_VERSION_PROPERTY, REFRESH_ID_PROPERTY, USER_METADATA, RefreshState, Stored, stored
+from mv.state import READ_VERSION_PROPERTY, REFRESH_ID_PROPERTY, STATE_PROPERTY, USER_METADATA, RefreshState, Stored
+from mv.state import stored
 from mv.writes import Write
 
 
@@ -58,6 +59,9 @@ def refresh(spark: SparkSession, name: str, full: bool = False,
         ['incremental', 'incremental']      # hot_items refreshed once, not again as an upstream
     """
     view = catalog.require(spark, name)
+    quiet, looked_up = _idle(spark, view) if not full else (None, {})
+    if quiet is not None:
+        return quiet
     done = refreshed if refreshed is not None else set()
     with _own_session(spark, view) as work:
         info = _describe(work, view)
@@ -65,7 +69,7 @@ def refresh(spark: SparkSession, name: str, full: bool = False,
             if source not in done and (upstream := catalog.load(work, source)) is not None:
                 done.add(source)
                 refresh(spark, upstream.definition.name, refreshed=done)
-        return _refresh(work, view, info, full)
+        return _refresh(work, view, info, full, looked_up=looked_up)
 
 
 def estimated(spark: SparkSession, name: str) -> estimate.Estimate | None:
@@ -85,6 +89,39 @@ def estimated(spark: SparkSession, name: str) -> estimate.Estimate | None:
         except estimate.Estimated as e:
             return e.estimate
     return None
+
+
+def _idle(spark: SparkSession, view: View) -> tuple[Outcome | None, dict[str, delta_tables.Table]]:
+    """NO_CHANGES, told from the view's state and one lookup of its sources (their versions, and
+    their change bytes since the state's), without a session of its own or an analysis of its
+    query: its last refresh found the query kept incrementally, reading no SQL view and no other
+    materialized view; no source moved or was created again since; only refreshes changed the
+    view; no interrupted attempt left late rows to finish (the late table's note, read in the same
+    lookup); the clock closes no window (IDLE AFTER). Else no outcome, and the tables looked up
+    for the refresh to go on with (none when a source is a materialized view, which the refresh
+    brings up to date first).
+
+    Example:
+        >>> _idle(spark, catalog.require(spark, "hourly"))[0]
+        Outcome(view='hourly', technique='incremental', reason='NO_CHANGES', ...)
+    """
+    started = time.time()
+    if view.table is None or view.table.changed_outside is not None or STATE_PROPERTY not in view.properties:
+        return None, {}
+    previous = stored(spark, view.name, view.properties).state
+    if not previous.incremental or previous.views_fingerprint is not None:
+        return None, {}
+    tables = delta_tables.lookup(spark, [*previous.sources, view.late_table], after=previous.sources)
+    if any(catalog.DEFINITION_PROPERTY in tables[s].properties for s in previous.sources):
+        return None, {}
+    if any(not (t := tables[s]).exists or t.version != v or t.id != previous.source_ids.get(s, t.id)
+           for s, v in previous.sources.items()) \
+            or pinned_targets(spark, view, previous.refresh_id + 1, tables[view.late_table]) is not None \
+            or clock_closes(spark, view.definition, previous, watermark.now()):
+        return None, tables
+    return Outcome(view.name, "incremental", "NO_CHANGES", previous.refresh_id, dict(previous.sources),
+                   started_at=started, watermark=previous.watermark,
+                   duration_s=round(time.time() - started, 3)), tables
 
 
 @contextmanager
@@ -140,19 +177,22 @@ def _describe(spark: SparkSession, view: View) -> QueryInfo:
     return info
 
 
-def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: bool = False) -> Outcome:
+def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: bool = False,
+             looked_up: dict[str, delta_tables.Table] | None = None) -> Outcome:
     started = time.time()
     progress.phase(view.name, "planning")
     found = stored(spark, view.name, view.properties, view.table.version if view.table else None)
     previous = found.state
     refresh_id = (previous.refresh_id if previous else _last_refresh_id(spark, view) if found.lost else 0) + 1
-    # The view's version was read with its state (`found`); its sources' are read after it.
-    known = {view.name: view.table} if view.table else {}
-    beside = [view.late_table] + ([view.open_table] if open_windows.applies(view, info) else [])
-    wanted = [view.name, *info.source_tables, *beside]
-    # The sources' change bytes since then (read from their logs), only where an estimate may use them.
+    # The view's version was read with its state (`found`); its sources' are read after it, here or
+    # just before by `_idle` (`looked_up`). Their change bytes since then (read from their logs) are
+    # kept only where an estimate may use them.
     weighs = weighed(info) and (dry or view.definition.policy == "AUTO")
     after = previous.sources if previous and weighs else None
+    known = {t: table if weighs else replace(table, change_bytes=None, change_retracts=None)
+             for t, table in (looked_up or {}).items()} | ({view.name: view.table} if view.table else {})
+    beside = [view.late_table] + ([view.open_table] if open_windows.applies(view, info) else [])
+    wanted = [view.name, *info.source_tables, *beside]
     tables = {**known, **delta_tables.lookup(spark, [t for t in wanted if t not in known], after)}
     view = replace(view, table_id=tables[view.name].id)
     pinned = pinned_targets(spark, view, refresh_id, tables[view.late_table])
@@ -188,6 +228,7 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
                 raise estimate.Estimated(None)
             new_state = replace(new_state, source_ids=run.source_ids, source_schemas=run.source_schemas,
                                 views_fingerprint=info.views_fingerprint,
+                                incremental=kept_incrementally(spark, view, info, chosen),
                                 event_time_seen_at=seen_at(run, new_state.max_event_time))
             outcome.watermark = new_state.watermark
             outcome.duration_s = round(time.time() - started, 3)

@@ -52,6 +52,10 @@ class RefreshState:
     # The view's newest refreshes, this one last: [technique, work bytes, seconds] each, so the next
     # refresh's estimate (estimate.past) needs no read of the view's history
     recent: list[list] = field(default_factory=list)
+    # Whether the view's query is one the engine keeps incrementally (no blocker, policy not FULL):
+    # then a refresh finding no source moved commits nothing, which the next REFRESH can tell from
+    # this state and its sources' versions alone (refresh._idle)
+    incremental: bool = False
 
     def to_json(self) -> str:
         return json.dumps({STATE_KEY: asdict(self)}, sort_keys=True)

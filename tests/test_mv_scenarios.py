@@ -16,6 +16,7 @@ import pytest
 from pyspark.errors import AnalysisException
 
 import mv
+from bench.refresh import _executions_since, execution_marker
 from mv.errors import MvError
 
 ERRORS = Path(__file__).parent / "fixtures" / "mv" / "create_errors.txt"
@@ -211,6 +212,29 @@ def test_a_refresh_with_nothing_new_changes_nothing(spark, given):
     assert (outcome.technique, outcome.reason, outcome.rows_read) == ("incremental", "NO_CHANGES", 0)
     assert rows(spark, view) == [("00:00", "00:10", "a", 1, 4)]
     assert version(spark, view) == before  # nothing committed: no new version, no change feed
+
+
+def test_a_refresh_with_nothing_new_reads_only_the_tables_logs(spark, given):
+    """No session of its own, no analysis of the query: the view's state and one lookup of its
+    sources' versions (mv_delta_tables) tell that nothing moved."""
+    bids = given.bids(bid(1, "a", "00:01", 4))
+    view = given.view(COUNTS.format(bids=bids))
+    refresh(spark, view)  # the first change-free refresh: its state says the query is kept incrementally
+
+    marker = execution_marker(spark)
+    assert refresh(spark, view).reason == "NO_CHANGES"
+
+    inside = [e for e in _executions_since(spark, marker) if e["id"] != e["root"]]
+    assert len(inside) <= 2 and all("delta_tables.py" in e["description"] for e in inside), inside
+
+
+def test_a_view_kept_in_full_refreshes_in_full_with_nothing_new(spark, given):
+    """Its query is recomputed every time, new source versions or not (it may read the clock)."""
+    bids = given.bids(bid(1, "a", "00:01", 4))
+    view = given.view(f"SELECT item, count(*) AS n, max(current_date()) AS day FROM {bids} GROUP BY item",
+                      "REFRESH POLICY FULL")
+
+    assert [refresh(spark, view).reason for _ in range(2)] == ["POLICY_FULL", "POLICY_FULL"]
 
 
 @pytest.mark.compat
