@@ -51,8 +51,6 @@ def full(run: Run) -> tuple[RefreshState, writes.Write]:
         recomputed = recomputed.repartitionByRange(quote(info.window_start))
     if run.replaces_schema:  # a new schema: the view overwritten whole, in the same commit (RefreshCommit)
         write = writes.overwrite(recomputed)
-    elif run.view.table is not None and run.view.table.version == 0:  # just created: empty, nothing to match
-        write = writes.append(recomputed)
     elif run.outcome.reason in REPAIRS:
         write = writes.exact(run, _with_final_windows(run, recomputed, keep_final))
     elif info.group_by is not None:
