@@ -165,7 +165,8 @@ SETTLING_S = 5.0  # how long a CREATE waits for another's table to become a view
 
 
 def _found(spark: SparkSession, name: str, wait: bool = False) -> View | object | None:
-    """The view called `name`, None if the name is free, `_TAKEN` for a table that is no view.
+    """The view called `name`, None if the name is free, `_TAKEN` for a table that is no view (or
+    a temporary view).
     A Delta table without its first commit yet, and with `wait` no table at all, may be another
     CREATE's, in another thread or session, between its catalog entry and its first commit (which
     makes it a view) or its first commit and its catalog entry: it is looked at again for up to
@@ -181,7 +182,7 @@ def _found(spark: SparkSession, name: str, wait: bool = False) -> View | object 
         table = view.table if view else delta_tables.lookup(spark, [name])[name]
         settling = (table.exists and table.version < 0 and table.schema is not None) or (wait and not table.exists)
         if view or not settling or time.monotonic() > deadline:
-            return view or (_TAKEN if table.exists else None)
+            return view or (_TAKEN if table.exists or spark.catalog.tableExists(str(name)) else None)
         time.sleep(0.1)
 
 

@@ -214,6 +214,18 @@ def test_a_refresh_with_nothing_new_changes_nothing(spark, given):
     assert version(spark, view) == before  # nothing committed: no new version, no change feed
 
 
+def test_a_name_a_temporary_view_holds_is_taken(spark, given):
+    bids = given.bids(bid(1, "a", "00:01", 4))
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW taken_by_temp AS SELECT * FROM {bids}")
+    try:
+        with pytest.raises(MvError) as raised:
+            run(spark, f"CREATE MATERIALIZED VIEW taken_by_temp AS SELECT item, count(*) AS n FROM {bids} GROUP BY item")
+        assert raised.value.error_class == "MV_NAME_TAKEN"
+    finally:
+        spark.catalog.dropTempView("taken_by_temp")
+    assert not spark.catalog.tableExists("taken_by_temp")
+
+
 def test_a_refresh_with_nothing_new_reads_only_the_tables_logs(spark, given):
     """No session of its own, no analysis of the query: the view's state and one lookup of its
     sources' versions (mv_delta_tables) tell that nothing moved."""
