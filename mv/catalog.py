@@ -127,8 +127,8 @@ def definition_property(view: View) -> str:
 
 def create_empty(spark: SparkSession, table: str, query: str, clauses: str, if_not_exists: bool = False) -> None:
     """Create `table` (a view's, or its `__late` or `__open` table) empty, with the columns of
-    `query` (nullable, as a CTAS makes them): `CREATE TABLE [IF NOT EXISTS] table (columns) clauses`,
-    run by the extension's MV_CREATE_TABLE (mv/jvm/EngineCreate.scala), the one statement that the
+    `query`: `CREATE TABLE [IF NOT EXISTS] table clauses AS SELECT * FROM (query) WHERE false`, run
+    by the extension's MV_CREATE_TABLE (mv/jvm/EngineCreate.scala), the one statement that the
     read-only rule lets create a view's tables. It only creates; a table that exists fails it
     (TABLE_OR_VIEW_ALREADY_EXISTS), or with `if_not_exists` is left as it is.
 

@@ -180,9 +180,14 @@ def _found(spark: SparkSession, name: str, wait: bool = False) -> View | object 
     while True:
         view = catalog.load(spark, name)
         table = view.table if view else delta_tables.lookup(spark, [name])[name]
-        settling = (table.exists and table.version < 0 and table.schema is not None) or (wait and not table.exists)
+        # Spark sees a name the lookup did not: a temporary view, or a table created since the lookup
+        appeared = not view and not table.exists and spark.catalog.tableExists(str(name))
+        if appeared and not delta_tables.lookup(spark, [name])[name].exists:
+            return _TAKEN  # a temporary view
+        settling = appeared or (table.exists and table.version < 0 and table.schema is not None) or \
+            (wait and not table.exists)
         if view or not settling or time.monotonic() > deadline:
-            return view or (_TAKEN if table.exists or spark.catalog.tableExists(str(name)) else None)
+            return view or (_TAKEN if table.exists or appeared else None)
         time.sleep(0.1)
 
 

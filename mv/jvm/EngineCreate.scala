@@ -5,10 +5,9 @@ import com.fasterxml.jackson.databind.ObjectMapper
 import org.apache.spark.sql.{Row, SparkSession}
 import org.apache.spark.sql.classic
 import org.apache.spark.sql.catalyst.expressions.Attribute
-import org.apache.spark.sql.catalyst.plans.logical.CreateTable
-import org.apache.spark.sql.catalyst.util.CharVarcharUtils
+import org.apache.spark.sql.catalyst.plans.logical.CreateTableAsSelect
 import org.apache.spark.sql.execution.command.LeafRunnableCommand
-import org.apache.spark.sql.types.{ArrayType, DataType, MapType, StringType, StructType}
+import org.apache.spark.sql.types.StringType
 
 /**
  * The engine's one analysed write into a view's tables: creating a view's table, or the `__late`
@@ -22,12 +21,10 @@ import org.apache.spark.sql.types.{ArrayType, DataType, MapType, StringType, Str
  *   MV_CREATE_TABLE '{"table": "v__late", "query": "SELECT * FROM rows", "if_not_exists": true,
  *                     "clauses": "USING delta TBLPROPERTIES (...)"}'
  * }}}
- * runs `CREATE TABLE [IF NOT EXISTS] v__late (<the query's columns>) USING delta ...`: the columns
- * are the analysed query's, as CREATE TABLE ... AS SELECT would make them (nullable, CHAR and
- * VARCHAR kept, comments kept), but no Spark job writes the empty result (CTAS ran one: 0.2-0.4 s
- * of a tiny view's CREATE). It only creates: the statement must parse as CREATE TABLE (never
- * REPLACE, never AS SELECT), which fails on, or with IF NOT EXISTS leaves alone, a table that
- * exists; so calling it gains a user nothing that CREATE TABLE does not give.
+ * runs `CREATE TABLE [IF NOT EXISTS] v__late USING delta ... AS SELECT * FROM (SELECT * FROM rows) WHERE false`.
+ * It only creates: the statement must parse as CREATE TABLE ... AS SELECT (never REPLACE), which
+ * fails on, or with IF NOT EXISTS leaves alone, a table that exists; so calling it gains a user
+ * nothing that CREATE TABLE does not give.
  */
 object EngineCreate {
 
@@ -38,22 +35,8 @@ object EngineCreate {
   def isRunning: Boolean = running.get
 
   case class Spec(table: String, query: String, clauses: String, ifNotExists: Boolean) {
-    /** The CREATE TABLE statement, with the columns of `query` analysed in `session`. */
-    def statement(session: SparkSession): String = {
-      val schema = CharVarcharUtils.getRawSchema(session.sql(s"SELECT * FROM ($query)").schema)
-      s"CREATE TABLE ${if (ifNotExists) "IF NOT EXISTS " else ""}$table (${nullable(schema).toDDL}) $clauses"
-    }
-  }
-
-  /** `schema` with every field, nested ones too, nullable (as CREATE TABLE ... AS SELECT makes a table's). */
-  private def nullable(schema: StructType): StructType = StructType(schema.fields.map(f =>
-    f.copy(dataType = nullable(f.dataType), nullable = true)))
-
-  private def nullable(dataType: DataType): DataType = dataType match {
-    case s: StructType => nullable(s)
-    case a: ArrayType => ArrayType(nullable(a.elementType), containsNull = true)
-    case m: MapType => MapType(nullable(m.keyType), nullable(m.valueType), valueContainsNull = true)
-    case other => other
+    def statement: String = s"CREATE TABLE ${if (ifNotExists) "IF NOT EXISTS " else ""}$table $clauses " +
+      s"AS SELECT * FROM ($query) WHERE false"
   }
 
   /** The statement, if `sqlText` is one: its spec, from the string literal after the keyword. */
@@ -70,9 +53,9 @@ object EngineCreate {
     override val output: Seq[Attribute] = RefreshCommit.resultColumns("status" -> StringType)
 
     override def run(session: SparkSession): Seq[Row] = {
-      val text = spec.statement(session)
+      val text = spec.statement
       session.asInstanceOf[classic.SparkSession].sessionState.sqlParser.parsePlan(text) match {
-        case _: CreateTable =>
+        case _: CreateTableAsSelect =>
         case other => throw new IllegalArgumentException(s"$Keyword creates a table only, not ${other.nodeName}")
       }
       val before = running.get
