@@ -57,7 +57,11 @@ def load(spark: SparkSession, name: str) -> View | None:
     Its definition and its id come from the Delta table's metadata, as the extension reads it from
     Delta's log (mv_delta_tables, one query): no redaction, no state reconstruction."""
     name = TableName.parse(name)
-    table = delta_tables.lookup(spark, [name])[name]
+    return of_table(name, delta_tables.lookup(spark, [name])[name])
+
+
+def of_table(name: TableName, table: delta_tables.Table) -> View | None:
+    """The view `name` as its table, looked up (`delta_tables.lookup`), holds it; None for no view."""
     raw = table.properties.get(DEFINITION_PROPERTY) if table.exists and table.version >= 0 else None
     if raw is None:
         return None

@@ -178,8 +178,8 @@ def _found(spark: SparkSession, name: str, wait: bool = False) -> View | object 
     """
     name, deadline = TableName.parse(name), time.monotonic() + SETTLING_S
     while True:
-        view = catalog.load(spark, name)
-        table = view.table if view else delta_tables.lookup(spark, [name])[name]
+        table = delta_tables.lookup(spark, [name])[name]
+        view = catalog.of_table(name, table)
         # Spark sees a name the lookup did not: a temporary view, or a table created since the lookup
         appeared = not view and not table.exists and spark.catalog.tableExists(str(name))
         if appeared and not delta_tables.lookup(spark, [name])[name].exists:

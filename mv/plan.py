@@ -49,7 +49,7 @@ def plan(spark: SparkSession, view: View, info: QueryInfo, previous: RefreshStat
         if policy.startswith("INCREMENTAL"):
             raise errors.query_definition_changed(view.name)
         return Plan("full", "QUERY_DEFINITION_CHANGED")
-    blockers = list(info.reasons) + incremental_blockers(spark, info, bool(view.definition.watermark_column))
+    blockers = _blockers(spark, view, info)
     if blockers:
         if policy == "INCREMENTAL STRICT":
             raise errors.not_incremental(view.name, blockers)
@@ -68,9 +68,12 @@ def kept_incrementally(spark: SparkSession, view: View, info: QueryInfo, chosen:
     """
     if chosen.technique == "incremental":
         return True
-    if view.definition.policy == "FULL" or info.reasons:
-        return False
-    return not incremental_blockers(spark, info, bool(view.definition.watermark_column))
+    return view.definition.policy != "FULL" and not _blockers(spark, view, info)
+
+
+def _blockers(spark: SparkSession, view: View, info: QueryInfo) -> list[str]:
+    """Why `view`'s query is not kept incrementally: the description's reasons, then the engine's."""
+    return list(info.reasons) + incremental_blockers(spark, info, bool(view.definition.watermark_column))
 
 
 def by_windows(info: QueryInfo) -> bool:

@@ -119,9 +119,13 @@ def _idle(spark: SparkSession, view: View) -> tuple[Outcome | None, dict[str, de
             or pinned_targets(spark, view, previous.refresh_id + 1, tables[view.late_table]) is not None \
             or clock_closes(spark, view.definition, previous, watermark.now()):
         return None, tables
+    return _unchanged(view, previous, started), tables
+
+
+def _unchanged(view: View, previous: RefreshState, started: float) -> Outcome:
+    """The outcome of a refresh that found no source moved since `previous` and committed nothing."""
     return Outcome(view.name, "incremental", "NO_CHANGES", previous.refresh_id, dict(previous.sources),
-                   started_at=started, watermark=previous.watermark,
-                   duration_s=round(time.time() - started, 3)), tables
+                   started_at=started, watermark=previous.watermark, duration_s=round(time.time() - started, 3))
 
 
 @contextmanager
@@ -206,8 +210,7 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
     now = watermark.now()
     if chosen.technique == "incremental" and not pinned and targets == previous.sources \
             and not clock_closes(spark, view.definition, previous, now):
-        return Outcome(view.name, "incremental", "NO_CHANGES", previous.refresh_id, targets, started_at=started,
-                       watermark=previous.watermark, duration_s=round(time.time() - started, 3))
+        return _unchanged(view, previous, started)
     sizes = estimate.Sizes.of(tables, view.name, info.reads, by_terms=not by_windows(info))
     previous_end = last_refresh_end(tables[view.name])
     chosen, work = _weighed_before_reading(spark, view, info, sizes, chosen, dry, previous, previous_end)
