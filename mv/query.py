@@ -44,6 +44,15 @@ class Window:
         sizes = ", ".join(interval(m) for m in args[self.kind] + [self.offset])
         return f"{self.kind}({data}, DESCRIPTOR(`{self.time_column}`), {sizes})"
 
+    @property
+    def copies(self) -> int:
+        """How many windows one row falls in at most: HOP's size / slide, CUMULATE's size / step
+        (its window of one step, two steps, ...), one for TUMBLE and SESSION.
+
+        Example: CUMULATE(1 hour, 1 day) gives 24.
+        """
+        return -(-self.size // self.step) if self.kind in ("HOP", "CUMULATE") and self.step else 1
+
 
 @dataclass(frozen=True)
 class Read:

@@ -10,7 +10,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mv.query import Window
 from mv.window_refresh import time_ranges, time_runs
+
+import window_reference
 
 
 def greedy(windows, limit):
@@ -33,3 +36,16 @@ def test_ranges_cover_every_window_within_the_limit_joining_the_closest_first(wi
     assert len(ranges) <= limit
     assert all(any(a <= s and e <= b for a, b in ranges) for s, e in windows)
 
+
+
+@settings(max_examples=300, deadline=None)
+@given(step=st.integers(1, 12), steps=st.integers(1, 12), offset=st.integers(0, 11), t=st.integers(-500, 500),
+       kind=st.sampled_from(["HOP", "CUMULATE"]))
+def test_a_row_falls_in_at_most_as_many_windows_as_the_window_says(step, steps, offset, t, kind):
+    """Window.copies bounds the windowed rows of a change (which decides where its touched windows
+    are grouped): the pure-Python window rules never put a row in more, and some row fills it."""
+    size = step * steps
+    window = Window(kind, size, step, offset % step, None, "ts", [], ["s"])
+    assign = window_reference.hop if kind == "HOP" else window_reference.cumulate
+    assert len(assign(t, step, size, offset % step)) <= window.copies
+    assert max(len(assign(u, step, size, offset % step)) for u in range(size)) == window.copies
