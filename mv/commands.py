@@ -327,7 +327,15 @@ def explain(spark: SparkSession, statement: Explain) -> list[tuple]:
     unweighed = "none: nothing to weigh (no pending change, a full refresh, or not a window query)"
     return [("technique", chosen.technique), ("reason", chosen.reason), ("shape", info.shape),
             ("sources", ", ".join(info.source_tables)), ("row_key", ", ".join(info.group_by or info.partition_by or [])),
-            ("estimate", weighed.describe() if weighed else unweighed)] + _operators(info) + deploy
+            ("estimate", weighed.describe() if weighed else unweighed)] + _terms(info) + _operators(info) + deploy
+
+
+def _terms(info) -> list[tuple]:
+    """EXPLAIN's `terms` row for a window-local query of rows (QueryInfo.window_local)."""
+    if info.shape != "rows" or not info.window_local:
+        return []
+    return [("terms", "window by window: the query over the change's time range, at the new versions "
+                      "minus at the old (each window's rows are its own)")]
 
 
 def _operators(info) -> list[tuple]:

@@ -41,7 +41,7 @@ from mv.writes import Write
 def refresh_rows(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, int]]) -> Write:
     """The write that brings the view from the previous refresh's sources to this one's; `signs`:
     each changed source's rows counted by sign (change_feed.signs)."""
-    parts = _parts(run, changes, signs)
+    parts = window_terms(run, changes) if run.info.window_local else _parts(run, changes, signs)
     retracts = any(sign < 0 for sign, _, _ in parts)
     _weigh(run, parts, reads_view=retracts)
     if not parts:
@@ -152,6 +152,34 @@ def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, i
             term(1, run.source(source), flips=change)
             term(-1, run.previous_source(source), flips=change)
     return parts
+
+
+def window_terms(run: Run, changes: dict[str, DataFrame]) -> list[tuple[int, str, str]]:
+    """The terms of a window-local query (QueryInfo.window_local): two, whatever it reads, the
+    query over every source kept to the change's time range at this refresh's versions (+1) and
+    at the last refresh's (-1). A window holding a changed row lies within the range, so its rows
+    are exact in both; another window's rows are the same in both (partial if it crosses the
+    range's edge) and cancel in the netting. The padding covers a chain of windows tied by one
+    bound each (a window per read). Where the rules of regrouping run the query four times for
+    a self-join (each read's change, each version), with each aggregate kept to the groups the
+    change reaches, this runs it twice.
+
+    Example: q5 after a 2-hour append: the HOP windows of those hours (and a window's width either
+    side), recomputed at the new version, minus the same at the old, netted.
+    """
+    reads = run.info.reads
+    spans = [span for r in reads if r.table in changes and (span := _change_span(changes[r.table], r.window))]
+    if not spans:  # no changed row has a time: it is in no window
+        return []
+    span = (min(s[0] for s in spans), max(s[1] for s in spans))
+    size = max(r.window["size"] for r in reads) * len(reads)  # _time_within pads twice this either side
+
+    def kept(version) -> dict[str, str]:
+        return {r.name: _kept_to(version(r.table), _time_within(r.window, span, size, _time_type(run, r)))
+                for r in reads}
+    old = (lambda t: run.previous_source(t) if t in changes else run.source(t))
+    changed = next(r.table for r in reads if r.table in changes)
+    return [(1, changed, run.query_over(kept(run.source))), (-1, changed, run.query_over(kept(old)))]
 
 
 def _change_span(change: DataFrame, window: dict) -> tuple[int, int] | None:
