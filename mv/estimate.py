@@ -83,8 +83,8 @@ class Sizes:
     @staticmethod
     def of(tables: dict[str, Table], view: str, reads: list[Read], by_terms: bool = True) -> Sizes:
         """The sizes of `view` over its sources' `reads`; `joined` only for a refresh `by_terms`
-        (mv/row_refresh.py): one window by window reads the other sources' touched windows alone,
-        not known before reading."""
+        (mv/row_refresh.py): one window by window (window_refresh, or row_refresh.window_terms)
+        reads the other sources' touched windows alone, not known before reading."""
         def total(values: list[int | None]) -> int | None:
             return None if None in values else sum(values)
         sources = list(dict.fromkeys(r.table for r in reads))

@@ -211,7 +211,9 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
     if chosen.technique == "incremental" and not pinned and targets == previous.sources \
             and not clock_closes(spark, view.definition, previous, now):
         return _unchanged(view, previous, started)
-    sizes = estimate.Sizes.of(tables, view.name, info.reads, by_terms=not by_windows(info))
+    # window by window (mv/window_refresh.py, or a window-local query of rows): the other reads are
+    # read within the change's time range alone, not known before reading it
+    sizes = estimate.Sizes.of(tables, view.name, info.reads, by_terms=not (by_windows(info) or info.window_local))
     previous_end = last_refresh_end(tables[view.name])
     chosen, work = _weighed_before_reading(spark, view, info, sizes, chosen, dry, previous, previous_end)
     outcome = Outcome(view.name, chosen.technique, chosen.reason, refresh_id, targets, started_at=started,
