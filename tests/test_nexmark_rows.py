@@ -113,7 +113,7 @@ def next_to_its_window(spark, names: dict, q: str) -> list[str]:
     return [f"UPDATE {names['person']} SET name = 'renamed' WHERE id = {sellers[0]}"]
 
 
-@pytest.mark.parametrize("q", ["q5", "q8"])
+@pytest.mark.parametrize("q", ["q5", pytest.param("q8", marks=pytest.mark.slow)])  # q8: make test-slow
 def test_aggregates_joined_on_their_window_bounds_are_kept_window_by_window(spark, nexmark, q):
     """q5 (a window's bids per auction joined to the window's most, one source read twice) and q8
     (people and auctions of one window, two sources): each row is one window's, so the change is
