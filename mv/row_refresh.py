@@ -168,7 +168,8 @@ def window_terms(run: Run, changes: dict[str, DataFrame]) -> list[tuple[int, str
     side), recomputed at the new version, minus the same at the old, netted.
     """
     reads = run.info.reads
-    spans = [span for r in reads if r.table in changes and (span := _change_span(changes[r.table], r.window))]
+    timed = {(r.table, r.window["time_column"]): r.window for r in reads if r.table in changes}  # a self-join's once
+    spans = [span for (table, _), window in timed.items() if (span := _change_span(changes[table], window))]
     if not spans:  # no changed row has a time: it is in no window
         return []
     span = (min(s[0] for s in spans), max(s[1] for s in spans))
@@ -178,7 +179,7 @@ def window_terms(run: Run, changes: dict[str, DataFrame]) -> list[tuple[int, str
         return {r.name: _kept_to(version(r.table), _time_within(r.window, span, size, _time_type(run, r)))
                 for r in reads}
     old = (lambda t: run.previous_source(t) if t in changes else run.source(t))
-    changed = next(r.table for r in reads if r.table in changes)
+    changed = next(iter(timed))[0]
     return [(1, changed, run.query_over(kept(run.source))), (-1, changed, run.query_over(kept(old)))]
 
 

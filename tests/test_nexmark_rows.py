@@ -97,7 +97,6 @@ def test_nexmark_queries_refresh_by_their_changes_and_equal_their_query(spark, n
             assert bag(spark, view) == bag(spark, "nx_expected"), (what, q)
 
 
-
 def next_to_its_window(spark, names: dict, q: str) -> list[str]:
     """A change whose time range is narrower than the window it falls in, which holds other rows:
     q5, a bid a second before another bid of its auction; q8, a seller renamed, whose auction of
