@@ -22,6 +22,13 @@ from mv import config, jars, maintainer
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+# Spark compiles each distinct piece of generated code once and keeps the last 100 compiled
+# (spark.sql.codegen.cache.maxEntries). One refresh runs 100-200 of them, so under Spark's default a
+# refresh compiled most of its code again each time: 40-150 compilations, 0.4-2.3 s of a 4-10 s
+# Nexmark refresh at 1M bids. With 1,000 kept, a view's later refreshes compile only code whose
+# constants changed (time bounds): 13-25 (docs/design.md, "What a refresh costs"). A static setting,
+# so it is given to the builder unless the builder sets it.
+CODEGEN_CACHE = ("spark.sql.codegen.cache.maxEntries", "1000")
 
 
 def _merge_list(existing: str | None, added: list[str]) -> str:
@@ -33,7 +40,8 @@ def configure(builder: SparkSession.Builder) -> SparkSession.Builder:
     """Add Delta Lake and the window-function extension to ``builder`` and return it; the session
     it creates has this process as its maintainer (the materialized-view statements work in spark.sql).
 
-    Keeps whatever jars, packages and extensions the builder already names.
+    Keeps whatever jars, packages, extensions and settings the builder already names; keeps 1,000
+    pieces of compiled code instead of Spark's 100 unless the builder says otherwise (`CODEGEN_CACHE`).
 
     Example:
         >>> builder = SparkSession.builder.master("spark://host:7077")
@@ -50,6 +58,8 @@ def configure(builder: SparkSession.Builder) -> SparkSession.Builder:
     extensions = _merge_list(options.get("spark.sql.extensions"), [DELTA_EXTENSION, jars.EXTENSION_CLASS])
     builder = (builder.config("spark.sql.extensions", extensions)
                .config("spark.sql.catalog.spark_catalog", DELTA_CATALOG))
+    if CODEGEN_CACHE[0] not in options:
+        builder = builder.config(*CODEGEN_CACHE)
     get_or_create = builder.getOrCreate
     builder.getOrCreate = lambda: maintainer.attach(get_or_create())  # the statements work in spark.sql
     return builder
