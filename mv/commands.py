@@ -335,7 +335,7 @@ def _terms(info) -> list[tuple]:
     if info.shape != "rows" or not info.window_local:
         return []
     return [("terms", "window by window: the query over the change's time range, at the new versions "
-                      "minus at the old (each window's rows are its own)")]
+                      "minus at the old (each row is one window's)")]
 
 
 def _operators(info) -> list[tuple]:

@@ -64,8 +64,9 @@ class Read:
     name: str
     flips: bool = False
     regroups: bool = False
-    # Regrouped by windows of the read's own time column: {"time_column": name, "size": micros}
-    # (its terms read only the change's time range, give or take a window).
+    # Regrouped by windows of the read's own time column, or its rows held between bounds of another
+    # read's windows (WindowBands.scala): {"time_column": name, "size": micros} (its terms read only
+    # the change's time range, give or take that size).
     window: dict | None = None
     # The reads (their indices in QueryInfo.reads) joined to this one on their windows' bounds: its
     # terms read them only around the change's times too (QueryDescription.windowPartners).
@@ -156,6 +157,9 @@ class QueryInfo:
 
         A query that reads one source once is left to the rules of regrouping: they recompute only
         the groups its change reaches, as cheap with one read.
+
+        A read of rows counts as windowed when a join holds its time between two bounds of another
+        read's windows (mv/jvm/WindowBands.scala: Nexmark's q7).
 
         Example: Nexmark's q5 (the bids per auction of a window joined to the window's maximum,
         on the window's bounds) is; either aggregate joined to a table of rows is not.

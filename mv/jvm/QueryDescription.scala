@@ -12,7 +12,7 @@ import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeRef
 import org.apache.spark.sql.catalyst.plans.logical._
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.execution.datasources.LogicalRelation
-import org.apache.spark.sql.types.StringType
+import org.apache.spark.sql.types.{DataType, StringType, TimestampNTZType, TimestampType}
 
 /**
  * What a query means to the maintainer, read off Spark's analysed plan rather than its text:
@@ -496,7 +496,8 @@ object QueryDescription extends PredicateHelper {
 
   private def sources(plan: LogicalPlan, reasons: mutable.Set[String], rows: Boolean): Seq[Map[String, Any]] = {
     val leaves = plan.collectLeaves().distinct
-    lazy val partners = windowPartners(plan, leaves)
+    lazy val bands = windowBands(plan, leaves)
+    lazy val partners = windowPartners(plan, leaves, bands)
     leaves.flatMap {
       case r: LogicalRelation =>
         val isDelta = r.relation.toString.contains("Delta") ||
@@ -509,7 +510,8 @@ object QueryDescription extends PredicateHelper {
           "flips" -> (r.catalogTable.isDefined && DeltaRules.flippedAt(plan, r) > 0),
           // read under an aggregate of a query of rows (DeltaRules.regroups): its terms recompute its groups
           "regroups" -> (rows && r.catalogTable.isDefined && DeltaRules.regroupedAt(plan, r)),
-          "regroup_window" -> (if (rows && r.catalogTable.isDefined) regroupWindow(plan, r).orNull else null),
+          "regroup_window" -> (if (!rows || r.catalogTable.isEmpty) null else regroupWindow(plan, r).orElse(
+            bands.get(leaves.indexOf(r)).map(b => Map("time_column" -> b.timeColumn, "size" -> b.reach))).orNull),
           "window_partners" -> (if (rows && r.catalogTable.isDefined) partners.getOrElse(leaves.indexOf(r), Nil) else Nil)))
       case h: HiveTableRelation =>
         Some(Map("table" -> h.tableMeta.identifier.quotedString, "provider" -> "hive",
@@ -528,9 +530,11 @@ object QueryDescription extends PredicateHelper {
    * regroup term of one joins the other's windows of the groups it touches alone, each within
    * those groups' windows' time give or take a window: it reads the other only around the change's
    * times too (mv/row_refresh.py). Nexmark q5: each auction's bids per window joined to each
-   * window's most bids.
+   * window's most bids. A read of rows held to another's windows by a join (`bands`) is that
+   * read's partner too.
    */
-  private def windowPartners(plan: LogicalPlan, leaves: Seq[LogicalPlan]): Map[Int, Seq[Int]] = {
+  private def windowPartners(plan: LogicalPlan, leaves: Seq[LogicalPlan],
+                             bands: Map[Int, WindowBands.Band]): Map[Int, Seq[Int]] = {
     val windowed = leaves.indices.filter(i => leaves(i).isInstanceOf[LogicalRelation] && regroupWindow(plan, leaves(i)).isDefined)
     def bounds(side: LogicalPlan, leaf: LogicalPlan): Map[ExprId, String] = traced(side, side.collect {
       case w: WindowTableFunction if w.child.exists(_ == leaf) =>
@@ -551,8 +555,33 @@ object QueryDescription extends PredicateHelper {
           if equal.exists { case (a, b) => bx.get(a).exists(by.get(b).contains) || bx.get(b).exists(by.get(a).contains) }
           pair <- Seq(x -> y, y -> x)
         } yield pair
-    }.flatten
+    }.flatten ++ bands.toSeq.flatMap { case (i, band) => Seq(i -> band.partner, band.partner -> i) }
     pairs.groupBy(_._1).map { case (k, v) => k -> v.map(_._2).distinct }
+  }
+
+  /** The reads of rows of `leaves` (by index) held to a windowed read's windows by a join
+   *  (WindowBands): Nexmark q7's bids between a window's end less its size and its end. */
+  private def windowBands(plan: LogicalPlan, leaves: Seq[LogicalPlan]): Map[Int, WindowBands.Band] = {
+    val windowed = leaves.indices.flatMap { i =>
+      leaves(i) match {
+        case r: LogicalRelation => regroupWindow(plan, r).map { w =>
+          val bounds = traced(plan, plan.collect {
+            case t: WindowTableFunction if t.child.exists(_ == r) => Seq(t.windowStart.exprId -> (), t.windowEnd.exprId -> ())
+          }.flatten.toMap)
+          (i, r: LogicalPlan, bounds, w("size").asInstanceOf[Long])
+        }
+        case _ => None
+      }
+    }
+    val timestamps = Set[DataType](TimestampType, TimestampNTZType)
+    leaves.indices.filterNot(i => windowed.exists(_._1 == i)).flatMap { i =>
+      leaves(i) match {
+        case r: LogicalRelation if r.catalogTable.isDefined && DeltaRules.regroupingsOf(plan, r).isEmpty =>
+          val times = traced(plan, r.output.collect { case a if timestamps(a.dataType) => a.exprId -> a.name }.toMap)
+          WindowBands.of(plan, r, times, windowed, DeltaRules.regroupingsOf(plan, _)).map(i -> _)
+        case _ => None
+      }
+    }.toMap
   }
 
   /** The temporary views the query reads (by name): they live in one session, and a view's refresh
