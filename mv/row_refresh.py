@@ -37,6 +37,10 @@ from mv.query import Read, micros_sql, quote, time_sql
 from mv.run import Run
 from mv.writes import Write
 
+# A window term reads the padding-wide buckets of time around each changed row, listed in its SQL,
+# when they are at most this many (coarser buckets otherwise): _near_buckets.
+MAX_BUCKETS = 2_000
+
 
 def refresh_rows(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, int]]) -> Write:
     """The write that brings the view from the previous refresh's sources to this one's; `signs`:
@@ -162,25 +166,71 @@ def window_terms(run: Run, changes: dict[str, DataFrame]) -> list[tuple[int, str
     range's edge) and cancel in the netting. The padding covers a chain of windows tied by one
     bound each (a window per read). Where the rules of regrouping run the query four times for
     a self-join (each read's change, each version), with each aggregate kept to the groups the
-    change reaches, this runs it twice.
+    change reaches, this runs it twice. A change scattered in time (corrections across days) keeps
+    the terms to the buckets of time around its rows, not its whole span (`_near_buckets`).
 
     Example: q5 after a 2-hour append: the HOP windows of those hours (and a window's width either
     side), recomputed at the new version, minus the same at the old, netted.
     """
     reads = run.info.reads
     timed = {(r.table, r.window["time_column"]): r.window for r in reads if r.table in changes}  # a self-join's once
-    spans = [span for (table, _), window in timed.items() if (span := _change_span(changes[table], window))]
-    if not spans:  # no changed row has a time: it is in no window
-        return []
-    span = (min(s[0] for s in spans), max(s[1] for s in spans))
     size = max(r.window["size"] for r in reads) * len(reads)  # _time_within pads twice this either side
+    found = [times for (table, _), window in timed.items()
+             if (times := _change_times(changes[table], window, 2 * size))]
+    if not found:  # no changed row has a time: it is in no window
+        return []
+    span = (min(f[0] for f in found), max(f[1] for f in found))
+    near = _near_buckets(set().union(*(f[2] for f in found)), 2 * size)
+
+    def within(read: Read) -> str:
+        t = _time_type(run, read)
+        kept_to_span = _time_within(read.window, span, size, t)
+        return kept_to_span if near is None else f"{kept_to_span} AND {_in_buckets(read.window, near, t)}"
 
     def kept(version) -> dict[str, str]:
-        return {r.name: _kept_to(version(r.table), _time_within(r.window, span, size, _time_type(run, r)))
-                for r in reads}
+        return {r.name: _kept_to(version(r.table), within(r)) for r in reads}
     old = (lambda t: run.previous_source(t) if t in changes else run.source(t))
     changed = next(iter(timed))[0]
     return [(1, changed, run.query_over(kept(run.source))), (-1, changed, run.query_over(kept(old)))]
+
+
+def _change_times(change: DataFrame, window: dict, width: int) -> tuple[int, int, set[int]] | None:
+    """`_change_span`, with the buckets of `width` µs (bucket k: [k * width, (k + 1) * width)) that
+    `change`'s times fall in; one Spark job."""
+    column = window["time_column"]
+    micros = micros_sql(quote(column), change.schema[column].dataType.simpleString())
+    low, high, buckets = change.selectExpr(f"min({micros})", f"max({micros})",
+                                           f"collect_set({_bucket_sql(micros, width)})").first()
+    return None if low is None else (low, high, set(buckets))
+
+
+def _near_buckets(buckets: set[int], width: int, limit: int = MAX_BUCKETS) -> tuple[int, list[int]] | None:
+    """The buckets a window term reads: each changed row's and the one either side, so every row
+    within `width` of a changed row, as (width, sorted bucket numbers), the width doubled until
+    they are at most `limit`; None when they make one run (the change's span says as much).
+    A change of scattered corrections then recomputes the windows around each, not its whole span.
+
+    Example: buckets {3, 9} of width 10 give (10, [2, 3, 4, 8, 9, 10]); {3, 4} give None.
+    """
+    scale = 1
+    while True:
+        near = sorted({k // scale + d for k in buckets for d in (-1, 0, 1)})
+        if near[-1] - near[0] + 1 == len(near):
+            return None
+        if len(near) <= limit:
+            return width * scale, near
+        scale *= 2
+
+
+def _bucket_sql(micros: str, width: int) -> str:
+    """SQL: the bucket of `width` µs of the time `micros` (µs), exact for times before 1970 too."""
+    return f"(({micros}) - pmod({micros}, {width})) div {width}"
+
+
+def _in_buckets(window: dict, near: tuple[int, list[int]], t: str) -> str:
+    """SQL: whether `window`'s time column (of type `t`) falls in one of the buckets `near`."""
+    width, buckets = near
+    return f"{_bucket_sql(micros_sql(quote(window['time_column']), t), width)} IN ({', '.join(map(str, buckets))})"
 
 
 def _change_span(change: DataFrame, window: dict) -> tuple[int, int] | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mv import row_refresh
 from mv.query import Window
 from mv.window_refresh import time_ranges, time_runs
 
@@ -49,3 +50,27 @@ def test_a_row_falls_in_at_most_as_many_windows_as_the_window_says(step, steps, 
     assign = window_reference.hop if kind == "HOP" else window_reference.cumulate
     assert len(assign(t, step, size, offset % step)) <= window.copies
     assert max(len(assign(u, step, size, offset % step)) for u in range(size)) == window.copies
+
+
+@settings(max_examples=300, deadline=None)
+@given(times=st.lists(st.integers(-10_000, 10_000), min_size=1, max_size=30), width=st.integers(1, 500),
+       limit=st.integers(3, 40))
+def test_a_window_terms_buckets_hold_every_time_within_the_padding_of_a_changed_row(times, width, limit):
+    """row_refresh._near_buckets: the changed rows' buckets and their neighbours, coarsened to at
+    most the limit, hold every time within `width` of a changed time (None: one run, the span's)."""
+    near = row_refresh._near_buckets({t // width for t in times}, width, limit)
+    if near is None:
+        return
+    kept_width, buckets = near
+    assert len(buckets) <= limit and kept_width % width == 0
+    assert all((x // kept_width) in buckets for t in times for x in (t - width, t, t + width))
+
+
+def test_a_bucket_in_sql_is_the_floor_of_a_time_over_the_width(spark):
+    """row_refresh._bucket_sql numbers a time's bucket as Python's floor division does, before 1970
+    and on a bucket's first microsecond too (the terms' SQL and _near_buckets must agree)."""
+    times = [-1_000_001, -1_000_000, -999_999, -1, 0, 1, 999_999, 1_000_000, 1_700_000_000_123_456]
+    width = 1_000_000
+    rows = spark.sql(f"SELECT x, {row_refresh._bucket_sql('x', width)} AS b FROM VALUES "
+                     f"{', '.join(f'({t})' for t in times)} AS v(x)").collect()
+    assert {r.x: r.b for r in rows} == {t: t // width for t in times}
