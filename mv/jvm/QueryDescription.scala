@@ -496,8 +496,15 @@ object QueryDescription extends PredicateHelper {
 
   private def sources(plan: LogicalPlan, reasons: mutable.Set[String], rows: Boolean): Seq[Map[String, Any]] = {
     val leaves = plan.collectLeaves().distinct
-    lazy val bands = windowBands(plan, leaves)
-    lazy val partners = windowPartners(plan, leaves, bands)
+    // each read's regroupWindow, by its index: the field below, its partners and the bands use it
+    lazy val windows = leaves.indices.flatMap { i =>
+      leaves(i) match {
+        case r: LogicalRelation => regroupWindow(plan, r).map(i -> _)
+        case _ => None
+      }
+    }.toMap
+    lazy val bands = windowBands(plan, leaves, windows)
+    lazy val partners = windowPartners(plan, leaves, windows, bands)
     leaves.flatMap {
       case r: LogicalRelation =>
         val isDelta = r.relation.toString.contains("Delta") ||
@@ -510,7 +517,7 @@ object QueryDescription extends PredicateHelper {
           "flips" -> (r.catalogTable.isDefined && DeltaRules.flippedAt(plan, r) > 0),
           // read under an aggregate of a query of rows (DeltaRules.regroups): its terms recompute its groups
           "regroups" -> (rows && r.catalogTable.isDefined && DeltaRules.regroupedAt(plan, r)),
-          "regroup_window" -> (if (!rows || r.catalogTable.isEmpty) null else regroupWindow(plan, r).orElse(
+          "regroup_window" -> (if (!rows || r.catalogTable.isEmpty) null else windows.get(leaves.indexOf(r)).orElse(
             bands.get(leaves.indexOf(r)).map(b => Map("time_column" -> b.timeColumn, "size" -> b.reach))).orNull),
           "window_partners" -> (if (rows && r.catalogTable.isDefined) partners.getOrElse(leaves.indexOf(r), Nil) else Nil)))
       case h: HiveTableRelation =>
@@ -533,13 +540,9 @@ object QueryDescription extends PredicateHelper {
    * window's most bids. A read of rows held to another's windows by a join (`bands`) is that
    * read's partner too.
    */
-  private def windowPartners(plan: LogicalPlan, leaves: Seq[LogicalPlan],
+  private def windowPartners(plan: LogicalPlan, leaves: Seq[LogicalPlan], windows: Map[Int, Map[String, Any]],
                              bands: Map[Int, WindowBands.Band]): Map[Int, Seq[Int]] = {
-    val windowed = leaves.indices.filter(i => leaves(i).isInstanceOf[LogicalRelation] && regroupWindow(plan, leaves(i)).isDefined)
-    def bounds(side: LogicalPlan, leaf: LogicalPlan): Map[ExprId, String] = traced(side, side.collect {
-      case w: WindowTableFunction if w.child.exists(_ == leaf) =>
-        Seq(w.windowStart.exprId -> "start", w.windowEnd.exprId -> "end")
-    }.flatten.toMap)
+    val windowed = windows.keys.toSeq.sorted
     def below(j: Join, leaf: LogicalPlan): Boolean =
       DeltaRules.regroupingsOf(plan, leaf).forall(a => j.children.exists(_.exists(_ eq a)))
     val pairs = plan.collect {
@@ -551,7 +554,7 @@ object QueryDescription extends PredicateHelper {
         for {
           x <- windowed if left.exists(_ == leaves(x)) && below(j, leaves(x))
           y <- windowed if right.exists(_ == leaves(y)) && below(j, leaves(y))
-          (bx, by) = (bounds(left, leaves(x)), bounds(right, leaves(y)))
+          (bx, by) = (windowBounds(left, leaves(x)), windowBounds(right, leaves(y)))
           if equal.exists { case (a, b) => bx.get(a).exists(by.get(b).contains) || bx.get(b).exists(by.get(a).contains) }
           pair <- Seq(x -> y, y -> x)
         } yield pair
@@ -559,26 +562,27 @@ object QueryDescription extends PredicateHelper {
     pairs.groupBy(_._1).map { case (k, v) => k -> v.map(_._2).distinct }
   }
 
-  /** The reads of rows of `leaves` (by index) held to a windowed read's windows by a join
-   *  (WindowBands): Nexmark q7's bids between a window's end less its size and its end. */
-  private def windowBands(plan: LogicalPlan, leaves: Seq[LogicalPlan]): Map[Int, WindowBands.Band] = {
-    val windowed = leaves.indices.flatMap { i =>
-      leaves(i) match {
-        case r: LogicalRelation => regroupWindow(plan, r).map { w =>
-          val bounds = traced(plan, plan.collect {
-            case t: WindowTableFunction if t.child.exists(_ == r) => Seq(t.windowStart.exprId -> (), t.windowEnd.exprId -> ())
-          }.flatten.toMap)
-          (i, r: LogicalPlan, bounds, w("size").asInstanceOf[Long])
-        }
-        case _ => None
-      }
+  /** The bounds of the windows over `leaf` found within `within` (traced through aliases), each
+   *  as "start" or "end". */
+  private def windowBounds(within: LogicalPlan, leaf: LogicalPlan): Map[ExprId, String] = traced(within, within.collect {
+    case w: WindowTableFunction if w.child.exists(_ == leaf) =>
+      Seq(w.windowStart.exprId -> "start", w.windowEnd.exprId -> "end")
+  }.flatten.toMap)
+
+  /** The reads of rows of `leaves` (by index) held to a windowed read's windows (`windows`: by
+   *  index, as regroupWindow gives them) by a join (WindowBands): Nexmark q7's bids between a
+   *  window's end less its size and its end. */
+  private def windowBands(plan: LogicalPlan, leaves: Seq[LogicalPlan],
+                          windows: Map[Int, Map[String, Any]]): Map[Int, WindowBands.Band] = {
+    val windowed = windows.toSeq.sortBy(_._1).map { case (i, w) =>
+      (i, leaves(i), windowBounds(plan, leaves(i)).keySet, w("size").asInstanceOf[Long])
     }
     val timestamps = Set[DataType](TimestampType, TimestampNTZType)
-    leaves.indices.filterNot(i => windowed.exists(_._1 == i)).flatMap { i =>
+    leaves.indices.filterNot(windows.contains).flatMap { i =>
       leaves(i) match {
         case r: LogicalRelation if r.catalogTable.isDefined && DeltaRules.regroupingsOf(plan, r).isEmpty =>
           val times = traced(plan, r.output.collect { case a if timestamps(a.dataType) => a.exprId -> a.name }.toMap)
-          WindowBands.of(plan, r, times, windowed, DeltaRules.regroupingsOf(plan, _)).map(i -> _)
+          WindowBands.of(plan, r, times, windowed).map(i -> _)
         case _ => None
       }
     }.toMap

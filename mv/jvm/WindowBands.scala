@@ -38,8 +38,7 @@ object WindowBands extends PredicateHelper {
    * attributes that carry them (traced through aliases).
    */
   def of(plan: LogicalPlan, leaf: LogicalPlan, timesOf: Map[ExprId, String],
-         windowed: Seq[(Int, LogicalPlan, Map[ExprId, Unit], Long)],
-         regroupingsOf: LogicalPlan => Seq[LogicalPlan]): Option[Band] = {
+         windowed: Seq[(Int, LogicalPlan, Set[ExprId], Long)]): Option[Band] = {
     val bands = plan.collect {
       case j @ Join(left, right, Inner, _, _) if j.children.exists(_.exists(_ == leaf)) =>
         val conjuncts = conditionsAt(plan, j).flatMap(splitConjunctivePredicates).flatMap(expanded)
@@ -47,7 +46,7 @@ object WindowBands extends PredicateHelper {
           (index, read, bounds, size) <- windowed
           other = if (left.exists(_ == leaf)) right else left
           if other.exists(_ == read) && !other.exists(_ == leaf) &&
-            regroupingsOf(read).forall(a => other.exists(_ eq a))
+            DeltaRules.regroupingsOf(plan, read).forall(a => other.exists(_ eq a))
           limits = conjuncts.flatMap(limit(_, timesOf, bounds))
           column <- limits.map(_._1).distinct
           lows = limits.collect { case (`column`, true, offset) => offset }
@@ -78,7 +77,7 @@ object WindowBands extends PredicateHelper {
   /** A conjunct bounding a time column of `timesOf` by a window bound of `bounds` plus a constant:
    *  (the column, whether from below, the constant in micros). */
   private def limit(e: Expression, timesOf: Map[ExprId, String],
-                    bounds: Map[ExprId, Unit]): Option[(String, Boolean, Long)] = {
+                    bounds: Set[ExprId]): Option[(String, Boolean, Long)] = {
     // (time, the other side, whether the time is bounded from below), both ways round
     val sides: Seq[(Expression, Expression, Boolean)] = e match {
       case GreaterThanOrEqual(l, r) => Seq((l, r, true), (r, l, false))
