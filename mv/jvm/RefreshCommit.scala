@@ -279,13 +279,13 @@ object RefreshCommit extends DeltaCommand {
    *  of the files a merge may rewrite whole, and the rows `target_filter` lets through of those
    *  whose rows it marks deleted (their other rows stay as they are). Without a delete-missing
    *  condition, a marked file's row that meets no `source` row is only kept, never written, so
-   *  when the source is known small (`small`: sourceRows) those rows are left out before the classifying join by a
-   *  broadcast semi-join: a view of 731,000 rows whose change retracted 7,000 scattered ones sent
-   *  every row through that join and its cache, 9 s of its 10. A large source would be shuffled
-   *  for it and again for the join, so it is not. The rows it leaves are cached (added to `cached`):
-   *  when they are too many for LocalMerge, its try read every marked file to find out, and the
-   *  classifying join read them all again (bench/refresh.py, 1% over seven days: 1.8 s of 2.9M rows
-   *  read twice for 22,971). */
+   *  when the source is known small (`small`: sourceRows) those rows are left out before the
+   *  classifying join by a broadcast semi-join: a view of 731,000 rows whose change retracted
+   *  7,000 scattered ones sent every row through that join and its cache, 9 s of its 10. A large
+   *  source would be shuffled for it and again for the join, so it is not. The rows it leaves are
+   *  cached (added to `cached`): when they are too many for LocalMerge, its try read every marked
+   *  file to find out, and the classifying join read them all again (bench/refresh.py, 1% over
+   *  seven days: 2.9M view rows read twice for 22,971, 1.8 s). */
   private def candidateRows(spark: SparkSession, spec: Spec, log: DeltaLog, txn: OptimisticTransaction,
       whole: Seq[AddFile], marked: Seq[AddFile], source: DataFrame, small: Boolean,
       cached: mutable.ListBuffer[DataFrame]): DataFrame = {
