@@ -366,8 +366,9 @@ def _commit(run: Run, new_state: RefreshState, write: Write) -> tuple[int, int, 
     (mv/jvm/RefreshCommit.scala): it goes through only while the view's state is still `run.marker`."""
     spark, name = run.spark, run.view.name
     rows = run.temp_view(write.rows, "rows") if write.rows is not None else None
+    reached = run.temp_view(write.reached, "reached") if write.reached is not None else None
     spec = {"view": name, "refresh_id": new_state.refresh_id, "expected": run.marker,
-            "state": new_state.to_property(), **write.spec(rows)}
+            "state": new_state.to_property(), **write.spec(rows, reached)}
     with session_settings(spark, {USER_METADATA: new_state.to_json()}):
         row = spark.sql(f"MV_COMMIT_REFRESH {sql_string(json.dumps(spec))}").first()
     if row.status != "committed":  # another refresh committed since this one read the state

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from bench.refresh import _executions_since, _scala_dict, _scala_list, execution_marker
+from mv import progress
 from mv.settings import session_settings
 
 SOURCE = "lm_bids"
@@ -200,3 +201,63 @@ def test_a_scattered_change_classifies_only_the_view_rows_it_reaches(spark):
     finally:
         spark.sql("DROP MATERIALIZED VIEW IF EXISTS lm_scatter_windows")
         spark.sql("DROP TABLE IF EXISTS lm_scatter")
+
+
+def parquet_rows_read(spark, statement) -> int:
+    """Run the refresh `statement` and return the rows its executions read from parquet files
+    (a change feed's scan is not one): a view of rows over one source reads only its own files."""
+    store = spark._jsparkSession.sharedState().statusStore()
+    read = 0
+    for i in refresh_executions(spark, statement):
+        values = _scala_dict(store.execution(i).get().metricValues() or {})
+        for node in _scala_list(store.planGraph(i).allNodes()):
+            if node.name().startswith("Scan parquet"):
+                read += sum(int(values.get(m.accumulatorId(), "0").replace(",", ""))
+                            for m in _scala_list(node.metrics()) if m.name() == "number of output rows")
+    return read
+
+
+@pytest.fixture
+def retracting(spark):
+    """A view of rows (3,000, in three files that keep their rows under deletion vectors) over a
+    source of prices, in a session of its own; dropped afterwards."""
+    session = spark.newSession()
+    session.conf.set("mv.merge.deletionVectorRows", "1")
+    spark.sql("DROP TABLE IF EXISTS lm_reach")
+    spark.sql("CREATE TABLE lm_reach (id BIGINT, k BIGINT, price BIGINT) USING delta "
+              "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+    spark.sql("INSERT INTO lm_reach SELECT id, id % 7, id FROM range(1000)")
+    session.sql("CREATE MATERIALIZED VIEW lm_reach_rows AS SELECT id, k, price FROM lm_reach").collect()
+    for start in (1000, 2000):
+        spark.sql(f"INSERT INTO lm_reach SELECT id, id % 7, id FROM range({start}, {start + 1000})")
+        session.sql("REFRESH MATERIALIZED VIEW lm_reach_rows").collect()
+    yield session
+    spark.sql("DROP MATERIALIZED VIEW IF EXISTS lm_reach_rows")
+    spark.sql("DROP TABLE IF EXISTS lm_reach")
+
+
+def test_a_retraction_reads_the_view_rows_it_reaches_once(spark, retracting):
+    """The rows a change retracts are found in the view once: the read that counts their copies
+    gives the commit the rows to mark deleted (writes.reached_rows), which it does not read again."""
+    spark.sql("UPDATE lm_reach SET price = price + 1 WHERE id IN (0, 1500, 2999)")   # rows in every file
+
+    read = parquet_rows_read(retracting, "REFRESH MATERIALIZED VIEW lm_reach_rows")
+
+    assert 0 < read <= 3000, read          # twice 3,000 when the commit read the files again
+    assert rows(spark, "SELECT * FROM lm_reach_rows") == rows(spark, "SELECT id, k, price FROM lm_reach")
+
+
+def test_a_view_rewritten_while_a_refresh_merges_is_read_again_by_the_commit(spark, retracting):
+    """OPTIMIZE may compact the view between the refresh's read of the rows it reaches and its
+    commit: those rows' files are gone from the version the commit reads, so it reads them itself."""
+    spark.sql("UPDATE lm_reach SET price = price + 1 WHERE id IN (0, 1500, 2999)")
+    files = spark.sql("DESCRIBE DETAIL lm_reach_rows").first().numFiles
+
+    def compact(view, phase):
+        if view.endswith("lm_reach_rows") and phase == "merging":
+            spark.sql("OPTIMIZE lm_reach_rows")
+    with progress.watching(compact):
+        retracting.sql("REFRESH MATERIALIZED VIEW lm_reach_rows").collect()
+
+    assert files > 1 and spark.sql("DESCRIBE HISTORY lm_reach_rows LIMIT 2").collect()[1].operation == "OPTIMIZE"
+    assert rows(spark, "SELECT * FROM lm_reach_rows") == rows(spark, "SELECT id, k, price FROM lm_reach")
