@@ -17,7 +17,7 @@ old rows and the inserts' aggregates of a group in one aggregation (the open win
 WINDOW CLOSE view keeps, mv/open_windows.py).
 
 Example:
-    >>> rows = combine(spark, Combination("hourly", query, "bids", "changes", info.output, ["item", ...]), [])
+    >>> rows, _ = combine(spark, Combination("hourly", query, "bids", "changes", info.output, ["item", ...]), [])
     >>> rows.filter(f"NOT {NEEDS} AND NOT {EMPTY}")   # the groups' new rows, ready to MERGE
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 
-from mv.internal_columns import EMPTY, NEEDS, PRESENT, SIDE, SIGN, TOUCHED
+from mv.internal_columns import EMPTY, FILE, NEEDS, PRESENT, ROW, SIDE, SIGN, TOUCHED
 from mv.query import Column, QueryInfo, quote, sql_string
 
 
@@ -35,7 +35,8 @@ class Combination:
     """What to combine: the view, its query and single source, the signed changes' temp view, the
     output columns (mv_describe's, with their `aggregate` kinds) and the row key. `partials_filter`
     keeps only the groups that may change (e.g. windows that are not final); `view_filter` bounds
-    the view rows read (so Delta skips files)."""
+    the view rows read (so Delta skips files); `reached_version`: `view` is the view's table, to
+    read at this version, its rows located for the merge (`combine`)."""
     view: str
     query: str
     source: str
@@ -44,6 +45,7 @@ class Combination:
     keys: list[str]
     partials_filter: str | None = None
     view_filter: str | None = None
+    reached_version: int | None = None
 
 
 def combinable(info: QueryInfo, sessions: bool = False) -> bool:
@@ -56,9 +58,12 @@ def combinable(info: QueryInfo, sessions: bool = False) -> bool:
             and (sessions or all(w.kind != "SESSION" for w in info.windows)))
 
 
-def combine(spark: SparkSession, c: Combination, cached: list[DataFrame]) -> DataFrame:
+def combine(spark: SparkSession, c: Combination, cached: list[DataFrame]) -> tuple[DataFrame, DataFrame | None]:
     """Per touched group: the view's columns combined, plus `NEEDS` (recompute it) and `EMPTY`
-    (delete it), computed at once. The frames it caches go to `cached`: the caller unpersists them."""
+    (delete it), computed at once; and, when `c.reached_version` says which version of the view
+    `c.view` is, the old rows it read, with each one's file and row index (FILE, ROW), cached:
+    the rows the merge reaches (writes.Write.reached). The frames it caches go to `cached`: the
+    caller unpersists them."""
     where = f" WHERE {c.partials_filter}" if c.partials_filter else ""
     for part, sign in (("ins", "= 1"), ("ret", "= -1")):
         spark.sql(f"SELECT * FROM {c.changes} WHERE {SIGN} {sign}").createOrReplaceTempView(f"{c.changes}_{part}")
@@ -85,18 +90,34 @@ def combine(spark: SparkSession, c: Combination, cached: list[DataFrame]) -> Dat
     # retractions' (r), each side a struct of its columns (NULL where the side has no row): one
     # shuffle, where joining the three sides took one per join.
     names = [quote(col.name) for col in c.output]
-    tagged = [f"SELECT /*+ BROADCAST(k) */ {', '.join('v.' + n for n in names)}, 'o' AS {SIDE} FROM {c.view} v "
-              f"LEFT SEMI JOIN k ON {on('v')}{view_where}",
+    spark.sql(f"SELECT {keys} FROM {c.changes}_pins UNION ALL SELECT {keys} FROM {c.changes}_pret") \
+        .createOrReplaceTempView(f"{c.changes}_k")
+    old, reached = _old_rows(spark, c, names, on("v"), view_where), None
+    if c.reached_version is not None:  # read once, here and by the commit
+        reached = old.cache()
+        cached.append(reached)
+    old.createOrReplaceTempView(f"{c.changes}_old")
+    tagged = [f"SELECT {', '.join(names)}, 'o' AS {SIDE} FROM {c.changes}_old",
               f"SELECT {', '.join(names)}, 'i' AS {SIDE} FROM {c.changes}_pins",
               f"SELECT {', '.join(names)}, 'r' AS {SIDE} FROM {c.changes}_pret"]
     rows = spark.sql(f"""
-        WITH k AS (SELECT {keys} FROM {c.changes}_pins UNION ALL SELECT {keys} FROM {c.changes}_pret),
-        g AS (SELECT {keys}, {', '.join(_side(c, side) for side in 'oir')}
-              FROM ({' UNION ALL '.join(tagged)}) GROUP BY {keys})
+        WITH g AS (SELECT {keys}, {', '.join(_side(c, side) for side in 'oir')}
+                   FROM ({' UNION ALL '.join(tagged)}) GROUP BY {keys})
         SELECT {', '.join(columns)}, ({' OR '.join(needs)}) AS {NEEDS}, ({empty}) AS {EMPTY} FROM g k""")
     # Checkpointed, not cached: it reads the view, and Delta's MERGE into the view re-plans every
     # cached query over its target when it commits (seconds of Delta file listing, then unused).
-    return rows.localCheckpoint()
+    return rows.localCheckpoint(), reached
+
+
+def _old_rows(spark: SparkSession, c: Combination, names: list[str], on: str, view_where: str) -> DataFrame:
+    """The view's rows of the touched groups (`<changes>_k`): with their file and row index when
+    `c.reached_version` is the version of the view `c.view` names, read at that version."""
+    relation, located = c.view, ""
+    if c.reached_version is not None:
+        relation = f"{c.view} VERSION AS OF {c.reached_version}"
+        located = f", input_file_name() AS {FILE}, v._metadata.row_index AS {ROW}"
+    return spark.sql(f"SELECT /*+ BROADCAST(k) */ {', '.join('v.' + n for n in names)}{located} FROM {relation} v "
+                     f"LEFT SEMI JOIN {c.changes}_k k ON {on}{view_where}")
 
 
 def _side(c: Combination, side: str) -> str:

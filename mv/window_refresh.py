@@ -374,7 +374,7 @@ def combined_with_open(run: Run, changes: str, partials: str, view_rows: str | N
     """with_open_windows's rows under retractions: those for the view, those that stay open, and
     the touched groups of closed windows (which the view loses where the new rows lack them)."""
     old_rows = f"(SELECT * FROM {run.open_state.rows}" + (f" UNION ALL {view_rows})" if view_rows else ")")
-    recomputed, touched = combined(run, changes, partials, old_rows=old_rows)
+    recomputed, touched, _ = combined(run, changes, partials, old_rows=old_rows)
     keys = [quote(k) for k in run.info.group_by]
     on = [F.col(f"o.{k}").eqNullSafe(F.col(f"k.{k}")) for k in keys]
     untouched = run.spark.sql(f"SELECT * FROM {run.open_state.rows}").alias("o").join(
@@ -388,18 +388,26 @@ def combine_and_merge(run: Run, changes: str, partials: str | None = None, span:
                       also: str | None = None) -> writes.Write:
     """Touched groups combined where their old row allows it and recomputed from the source where
     not, plus the query's rows meeting `also`; then one MERGE."""
-    recomputed, touched = combined(run, changes, partials, span, also)
-    return writes.merge(run, recomputed, touched, span=span)
+    recomputed, touched, reached = combined(run, changes, partials, span, also)
+    write = writes.merge(run, recomputed, touched, span=span)
+    # The rows the merge reaches are the old rows combine read, unless `also` adds groups it did not touch.
+    if reached is None or also:
+        return write
+    return replace(write, reached=reached, reached_version=run.view.table.version)
 
 
 def combined(run: Run, changes: str, partials: str | None = None, span: tuple[int, int] | None = None,
-             also: str | None = None, old_rows: str | None = None) -> tuple[DataFrame, DataFrame]:
+             also: str | None = None, old_rows: str | None = None) -> tuple[DataFrame, DataFrame, DataFrame | None]:
     """Touched groups combined where their old row (in the view, within `span`, or in the relation
     `old_rows`) allows it and recomputed from the source where not, plus the query's rows meeting
-    `also`; and the rows of every touched group, whose keys the new rows lack where it emptied."""
+    `also`; the rows of every touched group, whose keys the new rows lack where it emptied; and the
+    view's old rows of those groups as located for the merge (combine.combine), when read from it."""
     spark, info, keys = run.spark, run.info, run.info.group_by
-    rows = combine(spark, combination(run, changes, partials, old_rows or run.view.name,
-                                      None if old_rows else writes.start_range(run, span, "v")), run.cached)
+    in_view = old_rows is None and run.view.table is not None
+    rows, reached = combine(spark, replace(
+        combination(run, changes, partials, old_rows or run.view.name,
+                    None if old_rows else writes.start_range(run, span, "v")),
+        reached_version=run.view.table.version if in_view else None), run.cached)
     on = " AND ".join(f"q.{quote(k)} <=> n.{quote(k)}" for k in keys)
     needs = run.temp_view(rows.filter(NEEDS).select(*[quote(k) for k in keys]), "needs")
     parts = [rows.filter(f"NOT {NEEDS} AND NOT {EMPTY}").select(*[quote(c) for c in run.columns])]
@@ -416,7 +424,7 @@ def combined(run: Run, changes: str, partials: str | None = None, span: tuple[in
     for part in parts[1:]:  # cached: the MERGE reads them twice (rows to write, keys that vanished)
         run.cached.append(part.cache())
         recomputed = recomputed.unionByName(part)
-    return recomputed, rows.select(*[quote(c) for c in run.columns])
+    return recomputed, rows.select(*[quote(c) for c in run.columns]), reached
 
 
 def combination(run: Run, changes: str, partials: str | None, old_rows: str | None = None,

@@ -261,3 +261,30 @@ def test_a_view_rewritten_while_a_refresh_merges_is_read_again_by_the_commit(spa
 
     assert files > 1 and spark.sql("DESCRIBE HISTORY lm_reach_rows LIMIT 2").collect()[1].operation == "OPTIMIZE"
     assert rows(spark, "SELECT * FROM lm_reach_rows") == rows(spark, "SELECT id, k, price FROM lm_reach")
+
+
+def test_a_scattered_change_reads_the_view_rows_it_combines_once(spark):
+    """The view rows a scattered change combines with (mv/combine.py) are the rows its merge
+    reaches: read once, with their files and row indexes, and not read again by the commit."""
+    session = spark.newSession()
+    session.conf.set("mv.merge.deletionVectorRows", "1")    # the view's file keeps its rows
+    query = ("SELECT k, window_start, window_end, count(*) AS n, max(price) AS top "
+             "FROM TUMBLE(TABLE(lm_once), DESCRIPTOR(ts), INTERVAL '1' MINUTE) GROUP BY k, window_start, window_end")
+    spark.sql("DROP TABLE IF EXISTS lm_once")
+    spark.sql("CREATE TABLE lm_once (id BIGINT, k BIGINT, price BIGINT, ts TIMESTAMP) USING delta "
+              "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+    # 3,000 minutes x 5 keys, two rows a group: 15,000 view rows
+    spark.sql("INSERT INTO lm_once SELECT id, id % 5, id, timestamp_seconds(1704067200 + (id DIV 10) * 60) "
+              "FROM range(30000)")
+    session.sql(f"CREATE MATERIALIZED VIEW lm_once_windows AS {query}").collect()
+    try:
+        # each group's lower price withdrawn in every 30th minute: its row combined, not recomputed
+        spark.sql("DELETE FROM lm_once WHERE (id DIV 10) % 30 = 0 AND id % 10 < 5")
+
+        read = parquet_rows_read(session, "REFRESH MATERIALIZED VIEW lm_once_windows")
+
+        assert 0 < read <= 15000, read       # twice 15,000 when the commit read the view's file again
+        assert rows(spark, "SELECT * FROM lm_once_windows") == rows(spark, query)
+    finally:
+        spark.sql("DROP MATERIALIZED VIEW IF EXISTS lm_once_windows")
+        spark.sql("DROP TABLE IF EXISTS lm_once")
