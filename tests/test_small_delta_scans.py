@@ -195,3 +195,23 @@ def test_a_table_of_more_files_than_its_checksum_lists_is_listed_once_then_kept_
         assert rows(spark, older) == rows(delta_session, older)
     finally:
         spark.sql(f"DROP TABLE IF EXISTS {table}")
+
+
+def test_two_scans_of_the_same_files_of_a_version_share_one_exchange(delta_session, checksum_session, events):
+    """A refresh's terms of both signs join the same other side: one broadcast of it, not one each,
+    as Delta's own scans of one version share theirs. Other versions are other rows: no sharing."""
+    side = f"SELECT id FROM {events} VERSION AS OF 2 WHERE n = 3"
+    twice = f"""SELECT /*+ BROADCAST(s) */ a.id FROM range(10) a JOIN ({side}) s ON a.id = s.id
+                UNION ALL SELECT /*+ BROADCAST(s) */ b.id FROM range(5, 300) b JOIN ({side}) s ON b.id = s.id"""
+    other = twice.replace("VERSION AS OF 2 WHERE n = 3) s ON b.id", "VERSION AS OF 1 WHERE n = 3) s ON b.id")
+
+    def executed(query) -> str:
+        frame = checksum_session.sql(query)
+        frame.collect()
+        plan = frame._jdf.queryExecution().executedPlan().toString()
+        assert "ChecksumFileIndex" in plan
+        return plan
+
+    assert "ReusedExchange" in executed(twice)
+    assert "ReusedExchange" not in executed(other)
+    assert rows(checksum_session, twice) == rows(delta_session, twice)

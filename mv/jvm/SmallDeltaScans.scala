@@ -200,6 +200,17 @@ class ChecksumFileIndex(spark: org.apache.spark.sql.SparkSession, files: Seq[Add
     path: org.apache.hadoop.fs.Path, snapshot: Snapshot)
   extends TahoeBatchFileIndex(spark, "read", files, log, path, snapshot) {
 
+  // Two indexes of the same files of one version read the same rows, so they are equal, as Delta's
+  // TahoeLogFileIndex of one version are: Spark then reuses a scan's exchange for another scan of
+  // the same rows (a refresh's terms of both signs broadcast the same other side).
+  private lazy val filePaths = addFiles.map(_.path).toSet
+  override def equals(other: Any): Boolean = other match {
+    case o: ChecksumFileIndex => (o eq this) || (o.path == path && o.deltaLog.isSameLogAs(deltaLog) &&
+      o.snapshot.version == snapshot.version && o.filePaths == filePaths)
+    case _ => false
+  }
+  override def hashCode: Int = (path, snapshot.version, addFiles.size).hashCode
+
   override def matchingFiles(partitionFilters: Seq[Expression], dataFilters: Seq[Expression]): Seq[AddFile] = {
     val inPartitions = if (partitionSchema.isEmpty || partitionFilters.isEmpty) addFiles
       else super.matchingFiles(partitionFilters, dataFilters)
