@@ -174,34 +174,41 @@ def classified_rows(spark, statement) -> list[int]:
     return found
 
 
-def test_a_scattered_change_classifies_only_the_view_rows_it_reaches(spark):
-    """A change spread over many windows is combined with the view's rows (mv/combine.py); Spark
-    estimates that merge source (joins of checkpointed rows) at gigabytes though it holds a few
-    hundred rows. Its true size must decide, so the view's rows it does not reach are left out
-    before the classifying join, not all sent through it (bench/refresh.py's 0.1% change over seven
-    days: 2.9M view rows joined for 4,691 source rows, 15 of a 24 s refresh)."""
+@pytest.fixture
+def scattered(spark):
+    """A view of 15,000 one-minute windows (3,000 minutes x 5 keys, two rows a group) over
+    lm_scatter, whose file keeps its rows under deletion vectors, and a session whose merges say
+    so: (session, query). Dropped afterwards."""
     session = spark.newSession()
     session.conf.set("mv.merge.deletionVectorRows", "1")    # the view's file keeps its rows: read filtered
-    session.conf.set("mv.localMergeRows", "0")              # the distributed merge
     query = ("SELECT k, window_start, window_end, count(*) AS n, max(price) AS top "
              "FROM TUMBLE(TABLE(lm_scatter), DESCRIPTOR(ts), INTERVAL '1' MINUTE) GROUP BY k, window_start, window_end")
     spark.sql("DROP TABLE IF EXISTS lm_scatter")
     spark.sql("CREATE TABLE lm_scatter (id BIGINT, k BIGINT, price BIGINT, ts TIMESTAMP) USING delta "
               "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
-    # 3,000 minutes x 5 keys, two rows a group: 15,000 view rows
     spark.sql("INSERT INTO lm_scatter SELECT id, id % 5, id, timestamp_seconds(1704067200 + (id DIV 10) * 60) "
               "FROM range(30000)")
     session.sql(f"CREATE MATERIALIZED VIEW lm_scatter_windows AS {query}").collect()
-    try:
-        # each group's highest price withdrawn in every 30th minute: 500 groups in 100 separate windows
-        spark.sql("DELETE FROM lm_scatter WHERE (id DIV 10) % 30 = 0 AND id % 10 >= 5")
-        joined = classified_rows(session, "REFRESH MATERIALIZED VIEW lm_scatter_windows")
-        assert joined and max(joined) <= 1000, joined       # the 500 touched groups' rows, not all 15,000
-        assert rows(spark, "SELECT * FROM lm_scatter_windows") == rows(spark, query)
-    finally:
-        spark.sql("DROP MATERIALIZED VIEW IF EXISTS lm_scatter_windows")
-        spark.sql("DROP TABLE IF EXISTS lm_scatter")
+    yield session, query
+    spark.sql("DROP MATERIALIZED VIEW IF EXISTS lm_scatter_windows")
+    spark.sql("DROP TABLE IF EXISTS lm_scatter")
 
+
+def test_a_scattered_change_classifies_only_the_view_rows_it_reaches(spark, scattered):
+    """A change spread over many windows is combined with the view's rows (mv/combine.py); Spark
+    estimates that merge source (joins of checkpointed rows) at gigabytes though it holds a few
+    hundred rows. Its true size must decide, so the view's rows it does not reach are left out
+    before the classifying join, not all sent through it (bench/refresh.py's 0.1% change over seven
+    days: 2.9M view rows joined for 4,691 source rows, 15 of a 24 s refresh)."""
+    session, query = scattered
+    session.conf.set("mv.localMergeRows", "0")              # the distributed merge
+    # each group's highest price withdrawn in every 30th minute: 500 groups in 100 separate windows
+    spark.sql("DELETE FROM lm_scatter WHERE (id DIV 10) % 30 = 0 AND id % 10 >= 5")
+
+    joined = classified_rows(session, "REFRESH MATERIALIZED VIEW lm_scatter_windows")
+
+    assert joined and max(joined) <= 1000, joined       # the 500 touched groups' rows, not all 15,000
+    assert rows(spark, "SELECT * FROM lm_scatter_windows") == rows(spark, query)
 
 def parquet_rows_read(spark, statement) -> int:
     """Run the refresh `statement` and return the rows its executions read from parquet files
@@ -263,28 +270,14 @@ def test_a_view_rewritten_while_a_refresh_merges_is_read_again_by_the_commit(spa
     assert rows(spark, "SELECT * FROM lm_reach_rows") == rows(spark, "SELECT id, k, price FROM lm_reach")
 
 
-def test_a_scattered_change_reads_the_view_rows_it_combines_once(spark):
+def test_a_scattered_change_reads_the_view_rows_it_combines_once(spark, scattered):
     """The view rows a scattered change combines with (mv/combine.py) are the rows its merge
     reaches: read once, with their files and row indexes, and not read again by the commit."""
-    session = spark.newSession()
-    session.conf.set("mv.merge.deletionVectorRows", "1")    # the view's file keeps its rows
-    query = ("SELECT k, window_start, window_end, count(*) AS n, max(price) AS top "
-             "FROM TUMBLE(TABLE(lm_once), DESCRIPTOR(ts), INTERVAL '1' MINUTE) GROUP BY k, window_start, window_end")
-    spark.sql("DROP TABLE IF EXISTS lm_once")
-    spark.sql("CREATE TABLE lm_once (id BIGINT, k BIGINT, price BIGINT, ts TIMESTAMP) USING delta "
-              "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
-    # 3,000 minutes x 5 keys, two rows a group: 15,000 view rows
-    spark.sql("INSERT INTO lm_once SELECT id, id % 5, id, timestamp_seconds(1704067200 + (id DIV 10) * 60) "
-              "FROM range(30000)")
-    session.sql(f"CREATE MATERIALIZED VIEW lm_once_windows AS {query}").collect()
-    try:
-        # each group's lower price withdrawn in every 30th minute: its row combined, not recomputed
-        spark.sql("DELETE FROM lm_once WHERE (id DIV 10) % 30 = 0 AND id % 10 < 5")
+    session, query = scattered
+    # each group's lower price withdrawn in every 30th minute: its row combined, not recomputed
+    spark.sql("DELETE FROM lm_scatter WHERE (id DIV 10) % 30 = 0 AND id % 10 < 5")
 
-        read = parquet_rows_read(session, "REFRESH MATERIALIZED VIEW lm_once_windows")
+    read = parquet_rows_read(session, "REFRESH MATERIALIZED VIEW lm_scatter_windows")
 
-        assert 0 < read <= 15000, read       # twice 15,000 when the commit read the view's file again
-        assert rows(spark, "SELECT * FROM lm_once_windows") == rows(spark, query)
-    finally:
-        spark.sql("DROP MATERIALIZED VIEW IF EXISTS lm_once_windows")
-        spark.sql("DROP TABLE IF EXISTS lm_once")
+    assert 0 < read <= 15000, read       # twice 15,000 when the commit read the view's file again
+    assert rows(spark, "SELECT * FROM lm_scatter_windows") == rows(spark, query)
