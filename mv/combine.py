@@ -28,6 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from mv.internal_columns import EMPTY, FILE, NEEDS, PRESENT, ROW, SIDE, SIGN, TOUCHED
 from mv.query import Column, QueryInfo, quote, sql_string
+from mv.writes import located
 
 
 @dataclass(frozen=True)
@@ -112,11 +113,10 @@ def combine(spark: SparkSession, c: Combination, cached: list[DataFrame]) -> tup
 def _old_rows(spark: SparkSession, c: Combination, names: list[str], on: str, view_where: str) -> DataFrame:
     """The view's rows of the touched groups (`<changes>_k`): with their file and row index when
     `c.reached_version` is the version of the view `c.view` names, read at that version."""
-    relation, located = c.view, ""
+    relation, place = c.view, ""
     if c.reached_version is not None:
-        relation = f"{c.view} VERSION AS OF {c.reached_version}"
-        located = f", input_file_name() AS {FILE}, v._metadata.row_index AS {ROW}"
-    return spark.sql(f"SELECT /*+ BROADCAST(k) */ {', '.join('v.' + n for n in names)}{located} FROM {relation} v "
+        relation, place = located(c.view, c.reached_version), f", v.{FILE}, v.{ROW}"
+    return spark.sql(f"SELECT /*+ BROADCAST(k) */ {', '.join('v.' + n for n in names)}{place} FROM {relation} v "
                      f"LEFT SEMI JOIN {c.changes}_k k ON {on}{view_where}")
 
 

@@ -393,7 +393,7 @@ def combine_and_merge(run: Run, changes: str, partials: str | None = None, span:
     # The rows the merge reaches are the old rows combine read, unless `also` adds groups it did not touch.
     if reached is None or also:
         return write
-    return replace(write, reached=reached, reached_version=run.view.table.version)
+    return replace(write, reached=reached, reached_version=writes.read_version(run))
 
 
 def combined(run: Run, changes: str, partials: str | None = None, span: tuple[int, int] | None = None,
@@ -403,11 +403,10 @@ def combined(run: Run, changes: str, partials: str | None = None, span: tuple[in
     `also`; the rows of every touched group, whose keys the new rows lack where it emptied; and the
     view's old rows of those groups as located for the merge (combine.combine), when read from it."""
     spark, info, keys = run.spark, run.info, run.info.group_by
-    in_view = old_rows is None and run.view.table is not None
     rows, reached = combine(spark, replace(
         combination(run, changes, partials, old_rows or run.view.name,
                     None if old_rows else writes.start_range(run, span, "v")),
-        reached_version=run.view.table.version if in_view else None), run.cached)
+        reached_version=None if old_rows else writes.read_version(run)), run.cached)
     on = " AND ".join(f"q.{quote(k)} <=> n.{quote(k)}" for k in keys)
     needs = run.temp_view(rows.filter(NEEDS).select(*[quote(k) for k in keys]), "needs")
     parts = [rows.filter(f"NOT {NEEDS} AND NOT {EMPTY}").select(*[quote(c) for c in run.columns])]
@@ -464,5 +463,9 @@ def recompute_groups(run: Run, keys: str, windows: list[tuple[int, int]] | None 
     span = (min(bounds), max(bounds)) if bounds else None
     affected = f"LEFT SEMI JOIN {keys} k ON {on} WHERE {within}"  # a semi join goes below the GROUP BY
     recomputed = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM ({run.query}) v {affected}")
-    current = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM {run.view.name} v {affected}")
-    return writes.merge(run, recomputed, current, span=span)
+    # The view's rows of those keys, located: every row the merge reaches, so the commit reads them once.
+    version = writes.read_version(run)
+    current = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM {writes.located(run.view.name, version)} v "
+                            f"{affected}").cache()
+    run.cached.append(current)
+    return replace(writes.merge(run, recomputed, current, span=span), reached=current, reached_version=version)

@@ -157,7 +157,7 @@ def counted(run: Run, net: DataFrame) -> Write:
                 F.greatest(F.lit(0), F.coalesce(held["held"], F.lit(0)) + losing[N]).alias(N))
     gaining = net.where(F.col(N) > 0).select(*columns, F.lit(False).alias(OP), F.col(N))
     write = _copies(run, left.unionByName(gaining), within, settled=True)
-    return replace(write, reached=reached, reached_version=run.view.table.version if run.view.table else None)
+    return replace(write, reached=reached, reached_version=read_version(run))
 
 
 def reached_rows(run: Run, within: str, losing: DataFrame) -> DataFrame:
@@ -169,12 +169,26 @@ def reached_rows(run: Run, within: str, losing: DataFrame) -> DataFrame:
     """
     columns = [quote(c) for c in run.columns]
     same = [F.col(f"v.{c}").eqNullSafe(F.col(f"l.{c}")) for c in columns]
-    version = f" VERSION AS OF {run.view.table.version}" if run.view.table else ""
-    view = run.spark.sql(f"SELECT * FROM {run.view.name}{version}").where(within) \
-        .select(*columns, F.input_file_name().alias(FILE), F.col("_metadata.row_index").alias(ROW))
+    view = run.spark.sql(f"SELECT * FROM {located(run.view.name, read_version(run))}").where(within)
     reached = view.alias("v").join(F.broadcast(losing.alias("l")), same, "left_semi").cache()
     run.cached.append(reached)
     return reached
+
+
+def read_version(run: Run) -> int | None:
+    """The view's version the refresh started from (None if it has no table yet)."""
+    return run.view.table.version if run.view.table else None
+
+
+def located(view: str, version: int | None) -> str:
+    """SQL: the view's rows at `version` (the latest with None), each with its file (FILE) and
+    row index in it (ROW), as the commit locates the rows it marks deleted (`Write.reached`).
+
+    Example: located("`db`.`v`", 7) ==
+        "(SELECT *, input_file_name() AS __mv_file, _metadata.row_index AS __mv_row FROM `db`.`v` VERSION AS OF 7)"
+    """
+    at = f" VERSION AS OF {version}" if version is not None else ""
+    return f"(SELECT *, input_file_name() AS {FILE}, _metadata.row_index AS {ROW} FROM {view}{at})"
 
 
 # Delta keeps statistics on a table's first 32 columns (delta.dataSkippingNumIndexedCols).

@@ -210,15 +210,15 @@ def test_a_scattered_change_classifies_only_the_view_rows_it_reaches(spark, scat
     assert joined and max(joined) <= 1000, joined       # the 500 touched groups' rows, not all 15,000
     assert rows(spark, "SELECT * FROM lm_scatter_windows") == rows(spark, query)
 
-def parquet_rows_read(spark, statement) -> int:
+def parquet_rows_read(spark, statement, location: str = "") -> int:
     """Run the refresh `statement` and return the rows its executions read from parquet files
-    (a change feed's scan is not one): a view of rows over one source reads only its own files."""
+    (a change feed's scan is not one), of the table at `location` if given."""
     store = spark._jsparkSession.sharedState().statusStore()
     read = 0
     for i in refresh_executions(spark, statement):
         values = _scala_dict(store.execution(i).get().metricValues() or {})
         for node in _scala_list(store.planGraph(i).allNodes()):
-            if node.name().startswith("Scan parquet"):
+            if node.name().startswith("Scan parquet") and f"{location}]" in node.desc():
                 read += sum(int(values.get(m.accumulatorId(), "0").replace(",", ""))
                             for m in _scala_list(node.metrics()) if m.name() == "number of output rows")
     return read
@@ -281,3 +281,27 @@ def test_a_scattered_change_reads_the_view_rows_it_combines_once(spark, scattere
 
     assert 0 < read <= 15000, read       # twice 15,000 when the commit read the view's file again
     assert rows(spark, "SELECT * FROM lm_scatter_windows") == rows(spark, query)
+
+
+def test_groups_recomputed_by_key_read_their_view_rows_once(spark):
+    """A GROUP BY whose groups are recomputed (avg: not combined) finds the touched groups' rows in
+    the view once: the commit takes them as the rows it marks deleted and does not read them again."""
+    session = spark.newSession()
+    session.conf.set("mv.merge.deletionVectorRows", "1")    # the view's file keeps its rows
+    query = "SELECT k, avg(price) AS mean, count(*) AS n FROM lm_means GROUP BY k"
+    spark.sql("DROP TABLE IF EXISTS lm_means")
+    spark.sql("CREATE TABLE lm_means (id BIGINT, k BIGINT, price BIGINT) USING delta "
+              "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+    spark.sql("INSERT INTO lm_means SELECT id, id % 1000, id FROM range(5000)")   # 1,000 groups, one file
+    session.sql(f"CREATE MATERIALIZED VIEW lm_means_view AS {query}").collect()
+    try:
+        spark.sql("UPDATE lm_means SET price = price + 1 WHERE id IN (0, 500, 999)")
+        location = spark.sql("DESCRIBE DETAIL lm_means_view").first().location
+
+        read = parquet_rows_read(session, "REFRESH MATERIALIZED VIEW lm_means_view", location)
+
+        assert 0 < read <= 1000, read        # twice 1,000 when the commit read the view's file again
+        assert rows(spark, "SELECT * FROM lm_means_view") == rows(spark, query)
+    finally:
+        spark.sql("DROP MATERIALIZED VIEW IF EXISTS lm_means_view")
+        spark.sql("DROP TABLE IF EXISTS lm_means")
