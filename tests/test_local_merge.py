@@ -160,19 +160,24 @@ def test_a_large_file_under_deletion_vectors_counts_only_the_rows_its_filter_rea
         spark.sql("DROP TABLE IF EXISTS lm_dv")
 
 
-def classified_rows(spark, statement) -> list[int]:
-    """Run the refresh `statement` and return the rows each full outer join of its executions
-    produced: the distributed merge's classification of the view's candidate rows and the source's."""
+def rows_out_of(spark, statement, picked) -> list[int]:
+    """Run the refresh `statement` and return the rows each plan node of its executions that
+    `picked(node)` accepts produced (Spark's `number of output rows`)."""
     store = spark._jsparkSession.sharedState().statusStore()
     found = []
     for i in refresh_executions(spark, statement):
         values = _scala_dict(store.execution(i).get().metricValues() or {})
         for node in _scala_list(store.planGraph(i).allNodes()):
-            if "FullOuter" in node.desc():
+            if picked(node):
                 found += [int(values.get(m.accumulatorId(), "0").replace(",", ""))
                           for m in _scala_list(node.metrics()) if m.name() == "number of output rows"]
     return found
 
+
+def classified_rows(spark, statement) -> list[int]:
+    """The rows each full outer join of the refresh `statement` produced: the distributed merge's
+    classification of the view's candidate rows and the source's."""
+    return rows_out_of(spark, statement, lambda node: "FullOuter" in node.desc())
 
 @pytest.fixture
 def scattered(spark):
@@ -211,19 +216,11 @@ def test_a_scattered_change_classifies_only_the_view_rows_it_reaches(spark, scat
     assert rows(spark, "SELECT * FROM lm_scatter_windows") == rows(spark, query)
 
 def parquet_rows_read(spark, statement, but: str = "") -> int:
-    """Run the refresh `statement` and return the rows its executions read from parquet files
-    (a change feed's scan is not one), but the table `but`'s: a scan is named for its table (the
-    commit's own scans of the view's files have no name)."""
-    store = spark._jsparkSession.sharedState().statusStore()
-    read = 0
-    for i in refresh_executions(spark, statement):
-        values = _scala_dict(store.execution(i).get().metricValues() or {})
-        for node in _scala_list(store.planGraph(i).allNodes()):
-            if node.name().startswith("Scan parquet") and not (but and node.name().endswith(f".{but}")):
-                read += sum(int(values.get(m.accumulatorId(), "0").replace(",", ""))
-                            for m in _scala_list(node.metrics()) if m.name() == "number of output rows")
-    return read
-
+    """The rows the refresh `statement` read from parquet files (a change feed's scan is not one),
+    but the table `but`'s: a scan is named for its table (the commit's own scans of the view's
+    files have no name)."""
+    return sum(rows_out_of(spark, statement, lambda node: node.name().startswith("Scan parquet")
+                           and not (but and node.name().endswith(f".{but}"))))
 
 @pytest.fixture
 def retracting(spark):
