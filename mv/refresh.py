@@ -368,7 +368,7 @@ def _commit(run: Run, new_state: RefreshState, write: Write) -> tuple[int, int, 
     rows = run.temp_view(write.rows, "rows") if write.rows is not None else None
     reached = run.temp_view(write.reached, "reached") if write.reached is not None else None
     spec = {"view": name, "refresh_id": new_state.refresh_id, "expected": run.marker,
-            "state": new_state.to_property(), **write.spec(rows, reached)}
+            "state": new_state.to_property(), **write.spec(rows, reached, writes.read_version(run))}
     with session_settings(spark, {USER_METADATA: new_state.to_json()}):
         row = spark.sql(f"MV_COMMIT_REFRESH {sql_string(json.dumps(spec))}").first()
     if row.status != "committed":  # another refresh committed since this one read the state

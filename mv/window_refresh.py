@@ -393,7 +393,7 @@ def combine_and_merge(run: Run, changes: str, partials: str | None = None, span:
     # The rows the merge reaches are the old rows combine read, unless `also` adds groups it did not touch.
     if reached is None or also:
         return write
-    return replace(write, reached=reached, reached_version=writes.read_version(run))
+    return replace(write, reached=reached)
 
 
 def combined(run: Run, changes: str, partials: str | None = None, span: tuple[int, int] | None = None,
@@ -464,8 +464,7 @@ def recompute_groups(run: Run, keys: str, windows: list[tuple[int, int]] | None 
     affected = f"LEFT SEMI JOIN {keys} k ON {on} WHERE {within}"  # a semi join goes below the GROUP BY
     recomputed = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM ({run.query}) v {affected}")
     # The view's rows of those keys, located: every row the merge reaches, so the commit reads them once.
-    version = writes.read_version(run)
-    current = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM {writes.located(run.view.name, version)} v "
-                            f"{affected}").cache()
+    located = writes.located(run.view.name, writes.read_version(run))
+    current = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM {located} v {affected}").cache()
     run.cached.append(current)
-    return replace(writes.merge(run, recomputed, current, span=span), reached=current, reached_version=version)
+    return replace(writes.merge(run, recomputed, current, span=span), reached=current)

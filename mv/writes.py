@@ -23,7 +23,8 @@ class Write:
     """What the refresh's commit does with the view's rows. `mode`: append or overwrite with
     `rows`, merge `rows` (RefreshCommit.scala's clauses: `on`, `delete_matched`, `delete_missing`,
     `target_filter`), or state: no rows, only the new state. `reached`: the view's rows a merge
-    reaches (`reached_rows`), already read at the view's version `reached_version`."""
+    reaches (`reached_rows`), already read, `located`, at the version the refresh started from
+    (`read_version`)."""
     mode: str
     rows: DataFrame | None = None
     on: str | None = None
@@ -31,14 +32,13 @@ class Write:
     delete_missing: str | None = None
     target_filter: str | None = None
     reached: DataFrame | None = None
-    reached_version: int | None = None
 
-    def spec(self, rows_view: str | None, reached_view: str | None = None) -> dict:
+    def spec(self, rows_view: str | None, reached_view: str | None = None, read_at: int | None = None) -> dict:
         """The commit statement's spec, with the rows as the temporary view `rows_view` and the
-        reached rows as `reached_view`."""
+        reached rows as `reached_view`, read at the view's version `read_at`."""
         clauses = {"on": self.on, "delete_matched": self.delete_matched, "delete_missing": self.delete_missing,
                    "target_filter": self.target_filter, "reached": reached_view,
-                   "reached_version": self.reached_version} if self.mode == "merge" else {}
+                   "reached_version": read_at if reached_view else None} if self.mode == "merge" else {}
         return {"mode": self.mode, "rows": rows_view, **clauses}
 
 
@@ -157,7 +157,7 @@ def counted(run: Run, net: DataFrame) -> Write:
                 F.greatest(F.lit(0), F.coalesce(held["held"], F.lit(0)) + losing[N]).alias(N))
     gaining = net.where(F.col(N) > 0).select(*columns, F.lit(False).alias(OP), F.col(N))
     write = _copies(run, left.unionByName(gaining), within, settled=True)
-    return replace(write, reached=reached, reached_version=read_version(run))
+    return replace(write, reached=reached)
 
 
 def reached_rows(run: Run, within: str, losing: DataFrame) -> DataFrame:
