@@ -115,7 +115,7 @@ def _old_rows(spark: SparkSession, c: Combination, names: list[str], on: str, vi
     `c.reached_version` is the version of the view `c.view` names, read at that version."""
     relation, place = c.view, ""
     if c.reached_version is not None:
-        relation, place = located(c.view, c.reached_version), f", v.{FILE}, v.{ROW}"
+        relation, place = located(spark, c.view, c.reached_version), f", v.{FILE}, v.{ROW}"
     return spark.sql(f"SELECT /*+ BROADCAST(k) */ {', '.join('v.' + n for n in names)}{place} FROM {relation} v "
                      f"LEFT SEMI JOIN {c.changes}_k k ON {on}{view_where}")
 

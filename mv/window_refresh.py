@@ -464,7 +464,7 @@ def recompute_groups(run: Run, keys: str, windows: list[tuple[int, int]] | None 
     affected = f"LEFT SEMI JOIN {keys} k ON {on} WHERE {within}"  # a semi join goes below the GROUP BY
     recomputed = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM ({run.query}) v {affected}")
     # The view's rows of those keys, located: every row the merge reaches, so the commit reads them once.
-    located = writes.located(run.view.name, writes.read_version(run))
+    located = writes.located(run.spark, run.view.name, writes.read_version(run))
     current = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM {located} v {affected}").cache()
     run.cached.append(current)
     return replace(writes.merge(run, recomputed, current, span=span), reached=current)

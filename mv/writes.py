@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from mv.internal_columns import FILE, N, OP, R, ROW
@@ -169,7 +169,7 @@ def reached_rows(run: Run, within: str, losing: DataFrame) -> DataFrame:
     """
     columns = [quote(c) for c in run.columns]
     same = [F.col(f"v.{c}").eqNullSafe(F.col(f"l.{c}")) for c in columns]
-    view = run.spark.sql(f"SELECT * FROM {located(run.view.name, read_version(run))}").where(within)
+    view = run.spark.sql(f"SELECT * FROM {located(run.spark, run.view.name, read_version(run))}").where(within)
     reached = view.alias("v").join(F.broadcast(losing.alias("l")), same, "left_semi").cache()
     run.cached.append(reached)
     return reached
@@ -180,15 +180,19 @@ def read_version(run: Run) -> int | None:
     return run.view.table.version if run.view.table else None
 
 
-def located(view: str, version: int | None) -> str:
+def located(spark: SparkSession, view: str, version: int | None) -> str:
     """SQL: the view's rows at `version` (the latest with None), each with its file (FILE) and
     row index in it (ROW), as the commit locates the rows it marks deleted (`Write.reached`).
+    The row index is a field of the file metadata column, which Spark renames (`__metadata`)
+    when the view has a column of its name: its name is found by analysing the relation.
 
-    Example: located("`db`.`v`", 7) ==
-        "(SELECT *, input_file_name() AS __mv_file, _metadata.row_index AS __mv_row FROM `db`.`v` VERSION AS OF 7)"
+    Example: located(spark, "`db`.`v`", 7) ==
+        "(SELECT *, input_file_name() AS __mv_file, `_metadata`.row_index AS __mv_row FROM `db`.`v` VERSION AS OF 7)"
     """
-    at = f" VERSION AS OF {version}" if version is not None else ""
-    return f"(SELECT *, input_file_name() AS {FILE}, _metadata.row_index AS {ROW} FROM {view}{at})"
+    relation = f"{view} VERSION AS OF {version}" if version is not None else view
+    rows = spark.table(view) if version is None else spark.sql(f"SELECT * FROM {relation}")
+    metadata = rows.select(rows.metadataColumn("_metadata")).columns[0]
+    return f"(SELECT *, input_file_name() AS {FILE}, {quote(metadata)}.row_index AS {ROW} FROM {relation})"
 
 
 # Delta keeps statistics on a table's first 32 columns (delta.dataSkippingNumIndexedCols).

@@ -4,6 +4,7 @@ a source whose columns are named like the helpers the engine used to add (`__op`
 when it is inserted into, updated, deleted from and refreshed in full, then every view is its query,
 whichever way a refresh goes: combined groups, recomputed groups, open windows and sessions kept,
 late rows, the local merge and the distributed one. Only the reserved prefix `__mv_` is refused.
+A view column named like Spark's file metadata column (`_metadata`) is kept as exactly.
 
 Oracle: each view compared with its query recomputed in full (for EMIT ON WINDOW CLOSE views, over
 the source without the late rows: test_open_windows.check).
@@ -136,3 +137,25 @@ def test_session_keys_named_like_the_session_regions_bounds_are_kept_exactly(spa
 
     assert mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first().technique == "incremental"
     same(spark, view, query)
+
+
+def test_columns_named_like_sparks_file_metadata_column_are_kept_exactly(spark, given):
+    """A merge locates the view rows it reaches by Spark's file metadata column (`_metadata.row_index`):
+    a view with its own `_metadata` column (which Spark then reads in place of the metadata
+    column's name) is kept exactly, its rows retracted, combined and recomputed."""
+    name = given.name("metadata")
+    spark.sql(f"CREATE TABLE {name} (id INT, k INT, ts TIMESTAMP, `_metadata` STRING) USING delta")
+    given.tables.append(name)
+    spark.sql(f"INSERT INTO {name} SELECT id, id % 7, {ts('00:00')} + make_interval(0, 0, 0, 0, 0, id), "
+              f"CAST(id AS STRING) FROM range(300)")
+    queries = [f"SELECT id, k, `_metadata` FROM {name}",                                    # retracted rows
+               f"""SELECT window_start, window_end, k AS `_metadata`, min(id) AS low, count(*) AS n
+                   FROM TUMBLE(TABLE({name}), DESCRIPTOR(ts), INTERVAL '1' HOUR)
+                   GROUP BY window_start, window_end, k""",                                  # combined groups
+               f"SELECT `_metadata`, avg(id) AS mean FROM {name} GROUP BY `_metadata`"]      # recomputed groups
+    views = {query: given.view(query) for query in queries}
+    spark.sql(f"UPDATE {name} SET k = k + 1, `_metadata` = 'moved' WHERE id IN (0, 150, 299)")
+    spark.sql(f"DELETE FROM {name} WHERE id % 50 = 1")
+    for query, view in views.items():
+        assert mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first().technique == "incremental"
+        same(spark, view, query)

@@ -292,9 +292,12 @@ object RefreshCommit extends DeltaCommand {
       whole: Seq[AddFile], marked: Seq[AddFile], source: DataFrame, small: Boolean, given: Option[DataFrame],
       cached: mutable.ListBuffer[DataFrame]): DataFrame = {
     val indexed = DeletionVectorUtils.deletionVectorsReadable(txn.snapshot)
-    def rows(files: Seq[AddFile]): DataFrame = SmallDeltaScans.frame(spark, log, txn.snapshot, files)
-      .withColumn(IC.File, input_file_name())
-      .withColumn(IC.Row, if (indexed) col("_metadata.row_index") else lit(-1L))
+    def rows(files: Seq[AddFile]): DataFrame = {
+      val frame = SmallDeltaScans.frame(spark, log, txn.snapshot, files)
+      // by the metadata column itself: a view column named _metadata would shadow the name
+      frame.withColumn(IC.File, input_file_name())
+        .withColumn(IC.Row, if (indexed) frame.metadataColumn("_metadata").getField("row_index") else lit(-1L))
+    }
     if (marked.isEmpty) rows(whole)
     else {
       lazy val filtered = spec.targetFilter.foldLeft(rows(marked))((frame, f) => frame.where(expr(f)))
