@@ -27,6 +27,7 @@ OP = PREFIX + "op"              # a merge's source row: 'upsert', 'delete', 'ins
 SIGN = PREFIX + "sign"          # a change row: +1 insert or post-image, -1 delete or pre-image (change_feed.py)
 FILE = PREFIX + "file"          # a view row's file, as input_file_name() gives it (RefreshCommit.scala)
 ROW = PREFIX + "row"            # its row index in the file, as deletion vectors count (writes.reached_rows)
+KEPT = PREFIX + "kept"          # an update's image that no other of its commit cancels (change_feed.netted)
 R = PREFIX + "r"                # a recomputed row is present in the outer join (writes.py)
 WS, WE, T = PREFIX + "ws", PREFIX + "we", PREFIX + "t"  # a windowed change's start, end and time in µs
 PART = PREFIX + "part"          # which window function of the query a change row went through

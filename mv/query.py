@@ -131,6 +131,21 @@ class QueryInfo:
     def source_tables(self) -> list[str]:
         return [s["table"] for s in self.sources if s.get("table")]
 
+    def used_columns(self, table: str) -> list[str] | None:
+        """The columns of `table` its reads in the query use (operators' inputs or the output), in
+        the table's order; None when unknown (a description from before they were kept, a query
+        that is not deterministic).
+
+        Example:
+            >>> describe(spark, "SELECT auction, count(*) FROM bids GROUP BY auction").used_columns("`bids`")
+            ['auction']
+        """
+        reads = [s for s in self.sources if s.get("table") == table]
+        if not reads or any(s.get("used") is None for s in reads):
+            return None
+        used = {c for s in reads for c in s["used"]}
+        return [c for c in reads[0].get("columns", []) if c in used]
+
     @property
     def reads(self) -> list[Read]:
         """Each read of a source table, in the plan's order (mv_describe's sources)."""

@@ -71,6 +71,9 @@ class Run:
     # The query's columns are no longer the view's (a source's column type changed): a full refresh
     # overwrites the view, its table's schema replaced in the same commit (mv/jvm/RefreshCommit.scala)
     replaces_schema: bool = False
+    # The sources whose change may hold updates, as their logs say (change files or removed files
+    # since the previous refresh): their changes are netted (change_feed.netted)
+    updated: frozenset[str] = frozenset()
 
     @property
     def columns(self) -> list[str]:

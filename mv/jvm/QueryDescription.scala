@@ -6,9 +6,9 @@ import scala.jdk.CollectionConverters._
 import com.fasterxml.jackson.databind.ObjectMapper
 
 import org.apache.spark.sql.catalyst.catalog.HiveTableRelation
-import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, Cast, DenseRank, EqualNullSafe,
-  EqualTo, ExprId, Expression, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual, Literal, NamedExpression,
-  PredicateHelper, Rank, RowNumber, WindowExpression}
+import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, AttributeSet, Cast, DenseRank,
+  EqualNullSafe, EqualTo, ExprId, Expression, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual, Literal,
+  NamedExpression, PredicateHelper, Rank, RowNumber, WindowExpression}
 import org.apache.spark.sql.catalyst.plans.logical._
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.execution.datasources.LogicalRelation
@@ -496,6 +496,7 @@ object QueryDescription extends PredicateHelper {
 
   private def sources(plan: LogicalPlan, reasons: mutable.Set[String], rows: Boolean): Seq[Map[String, Any]] = {
     val leaves = plan.collectLeaves().distinct
+    lazy val used = usedColumns(plan)
     // each read's regroupWindow, by its index: the field below, its partners and the bands use it
     lazy val windows = leaves.indices.flatMap { i =>
       leaves(i) match {
@@ -513,6 +514,7 @@ object QueryDescription extends PredicateHelper {
           "provider" -> (if (isDelta) "delta" else r.catalogTable.flatMap(_.provider).getOrElse("files")),
           "materialized_view" -> (isDelta && r.catalogTable.exists(isMaterializedView)),
           "columns" -> r.output.map(_.name),  // every column: a change feed carries them all
+          "used" -> used.map(u => r.output.filter(u.contains).map(_.name)).orNull,
           // a join's matches that this source's change flips (DeltaRules.flips): rows views add those terms
           "flips" -> (r.catalogTable.isDefined && DeltaRules.flippedAt(plan, r) > 0),
           // read under an aggregate of a query of rows (DeltaRules.regroups): its terms recompute its groups
@@ -529,6 +531,18 @@ object QueryDescription extends PredicateHelper {
         Some(Map("table" -> null, "provider" -> other.nodeName))
     }
   }
+
+  /**
+   * The attributes of its relations that the query's operators read anywhere (subqueries
+   * included), or its output: a change to another column of a source is none of the query's.
+   * None when the query is not deterministic (`input_file_name()` tells a row rewritten by an
+   * update from its old copy, though its columns are the same).
+   */
+  private def usedColumns(plan: LogicalPlan): Option[AttributeSet] =
+    if (!plan.deterministic) None
+    else Some(AttributeSet(plan.collectWithSubqueries {
+      case p if !p.isInstanceOf[LeafNode] => p.expressions.flatMap(_.references)  // a relation's are its output
+    }.flatten) ++ plan.outputSet)
 
   /**
    * For each read of `leaves` (by index) regrouped by windows of its own time column
