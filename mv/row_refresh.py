@@ -123,7 +123,8 @@ def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, i
     """(sign, source, query) for each non-empty side of each changed source's change, read by read (a
     self-join's sides are two reads: a term each): the view's query over those rows, the reads before
     it as of this refresh, those after it as of the last one. With `keys`, the rows those rows reach
-    instead (mv_substitute_keys: outer joins, HAVING)."""
+    instead (mv_substitute_keys: outer joins, HAVING), one term over both sides of each change:
+    the keys a row reaches do not depend on its sign, and each term reads the other sources again."""
     reads, parts = run.info.reads, []
     for i, read in enumerate(reads):
         source = read.table
@@ -147,6 +148,9 @@ def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, i
                                                  _time_within(other.window, span, size, _time_type(run, other)))
             term(1, _kept_to(run.source(source), within), regroups=change)
             term(-1, _kept_to(run.previous_source(source), within), regroups=change)
+        elif keys:  # the rows a change reaches, whatever its rows' signs: one term over all of them
+            if any(signs[source].values()):
+                term(1, run.temp_view(changes[source], f"changed_{i}"))
         else:
             for sign in (1, -1):
                 if signs[source].get(sign):
