@@ -71,6 +71,9 @@ class Read:
     # The reads (their indices in QueryInfo.reads) joined to this one on their windows' bounds: its
     # terms read them only around the change's times too (QueryDescription.windowPartners).
     partners: tuple[int, ...] = ()
+    # Its change's term carries each row's sign to the output (DeltaRules.signed): both sides of the
+    # change in one term, the other sources read once.
+    signed: bool = False
 
 
 @dataclass(frozen=True)
@@ -158,7 +161,7 @@ class QueryInfo:
             name = s["table"] if tables.count(s["table"]) == 1 else f"{s['table']}#{k}"
             partners = tuple(read_of[i] for i in s.get("window_partners") or () if i in read_of)
             reads.append(Read(s["table"], name, bool(s.get("flips")), bool(s.get("regroups")), s.get("regroup_window"),
-                              partners))
+                              partners, bool(s.get("signed"))))
         return reads
 
     @property

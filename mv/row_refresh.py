@@ -37,6 +37,9 @@ from mv.query import Read, micros_sql, quote, time_sql
 from mv.run import Run
 from mv.writes import Write
 
+# A term's sign that is each row's own, its last column (SIGN): both sides of a change in one term.
+BOTH = 0
+
 # A window term reads the padding-wide buckets of time around each changed row, listed in its SQL,
 # when they are at most this many (coarser buckets otherwise): _near_buckets.
 MAX_BUCKETS = 2_000
@@ -46,13 +49,14 @@ def refresh_rows(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[
     """The write that brings the view from the previous refresh's sources to this one's; `signs`:
     each changed source's rows counted by sign (change_feed.signs)."""
     parts = window_terms(run, changes) if run.info.window_local else _parts(run, changes, signs)
-    retracts = any(sign < 0 for sign, _, _ in parts)
+    retracts = any(sign < 0 or sign == BOTH for sign, _, _ in parts)
     _weigh(run, parts, reads_view=retracts)
     if not parts:
         return writes.STATE_ONLY
     if not retracts:  # only rows added: appended as they are, duplicates too
         return writes.append(_union([_frame(run, source, query) for _, source, query in parts]))
-    signed = _union([_frame(run, source, f"SELECT *, {sign} AS {SIGN} FROM ({query}) q") for sign, source, query in parts])
+    signed = _union([_frame(run, source, query if sign == BOTH else f"SELECT *, {sign} AS {SIGN} FROM ({query}) q")
+                     for sign, source, query in parts])
     return writes.counted(run, _netted(run, signed))
 
 
@@ -122,7 +126,9 @@ def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, i
            keys: bool = False) -> list[tuple[int, str, str]]:
     """(sign, source, query) for each non-empty side of each changed source's change, read by read (a
     self-join's sides are two reads: a term each): the view's query over those rows, the reads before
-    it as of this refresh, those after it as of the last one. With `keys`, the rows those rows reach
+    it as of this refresh, those after it as of the last one. A read whose term can carry each
+    row's sign to the output (Read.signed) has one term over both sides (sign BOTH): the other
+    sources it joins are read once, not once per side. With `keys`, the rows those rows reach
     instead (mv_substitute_keys: outer joins, HAVING), one term over both sides of each change:
     the keys a row reaches do not depend on its sign, and each term reads the other sources again."""
     reads, parts = run.info.reads, []
@@ -133,7 +139,7 @@ def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, i
         after = {r.name: run.previous_source(r.table) for r in reads[i + 1:]
                  if run.previous.sources.get(r.table, -1) != run.targets[r.table]}
 
-        def term(sign: int, replacement: str, **kind: str) -> None:
+        def term(sign: int, replacement: str, **kind: str | bool) -> None:
             parts.append((sign, source, run.query_over({**after, read.name: replacement}, read.name, keys=keys, **kind)))
         change = run.temp_view(changes[source], f"change_{i}") if (read.regroups or read.flips) and not keys else None
         if read.regroups and not keys:  # its aggregates' touched groups, new (+) and old (-)
@@ -151,6 +157,8 @@ def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, i
         elif keys:  # the rows a change reaches, whatever its rows' signs: one term over all of them
             if any(signs[source].values()):
                 term(1, run.temp_view(changes[source], f"changed_{i}"))
+        elif read.signed and all(signs[source].get(sign) for sign in (1, -1)):  # one term carries both
+            term(BOTH, run.temp_view(changes[source], f"signed_{i}"), signed=True)
         else:
             for sign in (1, -1):
                 if signs[source].get(sign):
@@ -288,7 +296,7 @@ def _weigh(run: Run, parts: list[tuple[int, str, str]], reads_view: bool) -> Non
         if run.dry:
             raise estimate.Estimated(None)
         return
-    terms = " UNION ALL ".join(f"SELECT * FROM ({query}) q{i}" for i, (_, _, query) in enumerate(parts))
+    terms = " UNION ALL ".join(f"SELECT 1 AS one FROM ({query}) q{i}" for i, (_, _, query) in enumerate(parts))
     view = f"SELECT * FROM {run.view.name}"
     source = f"SELECT 1 FROM ({terms}) t UNION ALL SELECT 1 FROM ({view}) v" if reads_view else terms
     found = estimate.planned(run.spark, run.view.name, run.query, (source, view if reads_view else None),

@@ -109,7 +109,7 @@ class Run:
         return self.query_over({})
 
     def query_over(self, replaced: dict[str, str], changed: str | None = None, keys: bool = False,
-                   flips: str | None = None, regroups: str | None = None) -> str:
+                   flips: str | None = None, regroups: str | None = None, signed: bool = False) -> str:
         """The view's query reading each source in `replaced` from the view named there, and the
         others as of this refresh's versions; a read's name (query.Read) picks one read of a table read
         more than once, the table every read. With `changed`, a source (or one read of it): the query's change through
@@ -117,7 +117,9 @@ class Run:
         `keys` too, a superset of the rows that change reaches (outer joins, HAVING: DeltaRules.forKeys);
         with `flips`, the view holding that source's change, the rows of the other side of an outer,
         semi or anti join whose match it brings or takes, at the version `replaced` gives the source;
-        with `regroups`, the same view, each aggregate over the source kept to the groups it reaches."""
+        with `regroups`, the same view, each aggregate over the source kept to the groups it reaches;
+        `signed`: `replaced` gives the changed read both sides of its change, and the change's
+        `__mv_sign` is the last column (mv_substitute_signed_change)."""
         pairs = [x for r in self.info.reads
                  for x in (r.name, replaced.get(r.name) or replaced.get(r.table) or self.source(r.table))]
         if not changed:
@@ -125,7 +127,8 @@ class Run:
         elif flips or regroups:
             function, leading = f"mv_substitute_{'flips' if flips else 'regroups'}", [changed, flips or regroups]
         else:
-            function, leading = "mv_substitute_keys" if keys else "mv_substitute_change", [changed]
+            function = "mv_substitute_keys" if keys else "mv_substitute_signed_change" if signed else "mv_substitute_change"
+            leading = [changed]
         return f"SELECT * FROM {function}(" + ", ".join(
             sql_string(x) for x in [self.view.definition.query, *leading] + pairs) + ")"
 

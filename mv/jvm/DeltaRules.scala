@@ -260,6 +260,71 @@ object DeltaRules {
   }
 
   /**
+   * `plan` (a linear term, `linear`) with the sign of its change carried to its output as its last
+   * column: `base` is the subtree reading the change, `sign` its column of each row's sign (+1, -1).
+   * A term over both sides of a change at once, so the sources it joins are read once, not once
+   * per side. The operators between pass the column up: projections list it, joins and filters
+   * keep it, a UNION's branches end with it (an emptied branch with 0: it has no rows). Any other
+   * operator on the way (an aggregate, a semi or anti join whose right side has it, a side an
+   * outer join pads) cannot: IllegalArgumentException (`carriesSign` tells beforehand).
+   * {{{
+   *   signed(Project(auction, price, Join(bids(change), auctions)), bids(change), sign)
+   *   // Project(auction, price, sign, Join(...))
+   * }}}
+   */
+  def signed(plan: LogicalPlan, base: LogicalPlan, sign: Attribute): LogicalPlan = {
+    val (out, carried) = carry(plan, base, sign)
+    val last = carried.getOrElse(throw new IllegalArgumentException("the term does not read the change"))
+    Project(out.output.filterNot(_.exprId == last.exprId) :+ last, out)
+  }
+
+  /** Whether the term of `leaf`'s change in `plan` can carry its sign (`signed`). */
+  def carriesSign(plan: LogicalPlan, leaf: LogicalPlan): Boolean = {
+    val sign = Alias(Literal(1), InternalColumns.Sign)()
+    val base = Project(leaf.output :+ sign, leaf)
+    val term = linear(plan, _.exists(_ eq leaf)).transformUp { case l if l eq leaf => base }
+    scala.util.Try(signed(term, base, sign.toAttribute)).isSuccess
+  }
+
+  private def carry(plan: LogicalPlan, base: LogicalPlan, sign: Attribute): (LogicalPlan, Option[Attribute]) = {
+    if (plan eq base) return (plan, Some(sign))
+    val results = plan.children.map(carry(_, base, sign))
+    val children = results.map(_._1)
+    def cannot = new IllegalArgumentException(s"a change's sign cannot pass ${plan.nodeName}")
+    def has(p: LogicalPlan, a: Attribute) = p.output.exists(_.exprId == a.exprId)
+    results.flatMap(_._2) match {
+      case Seq() => (plan.withNewChildren(children), None)
+      case Seq(s) => plan match {
+        case p: Project => (p.copy(projectList = p.projectList :+ s, child = children.head), Some(s))
+        case u: Union =>
+          val aligned = results.map {
+            case (c, Some(a)) => Project(c.output.filterNot(_.exprId == a.exprId) :+ a, c)
+            case (c, None) => Project(c.output :+ Alias(Literal(0), s.name)(), c)  // an emptied branch
+          }
+          val out = u.withNewChildren(aligned)
+          (out, Some(out.output.last))
+        case j: Join =>
+          val fromLeft = results.head._2.isDefined
+          val padded = j.joinType match {
+            case LeftOuter => !fromLeft
+            case RightOuter => fromLeft
+            case FullOuter => true
+            case _ => false
+          }
+          val out = j.withNewChildren(children)
+          if (padded || !has(out, s)) throw cannot
+          (out, Some(s))
+        case _: Filter | _: SubqueryAlias | _: View | _: Generate | _: Sort =>
+          val out = plan.withNewChildren(children)
+          if (!has(out, s)) throw cannot
+          (out, Some(s))
+        case _ => throw cannot
+      }
+      case _ => throw cannot  // a change on both sides: its signs would multiply
+    }
+  }
+
+  /**
    * The rows of the other side whose match the change of the source `reads` marks brings or takes,
    * at one version of that source: the one join `flipsBy` it (the planner allows one per source)
    * becomes `K SEMI JOIN M(change) ANTI JOIN M` (SEMI JOIN M for a semi join), K the side kept or

@@ -23,4 +23,5 @@ object InternalColumns {
   val Old = Prefix + "old"              // the view row, as a struct of the view's columns
   val New = Prefix + "new"              // the source row, likewise
   val Condition = Prefix + "c"          // the local merge's resolved conditions, numbered
+  val Sign = Prefix + "sign"            // a change row's sign, +1 or -1 (SourceSubstitution's signed terms)
 }

@@ -38,6 +38,7 @@ class MvSparkSessionExtension extends (SparkSessionExtensions => Unit) {
     // mv_substitute('query', 'source', 'replacement') runs a view's query over only some source rows.
     extensions.injectTableFunction(SourceSubstitution.registration)
     extensions.injectTableFunction(SourceSubstitution.changeRegistration)
+    extensions.injectTableFunction(SourceSubstitution.signedRegistration)
     extensions.injectTableFunction(SourceSubstitution.keysRegistration)
     extensions.injectTableFunction(SourceSubstitution.flipsRegistration)
     extensions.injectTableFunction(SourceSubstitution.regroupsRegistration)

@@ -519,6 +519,8 @@ object QueryDescription extends PredicateHelper {
           "flips" -> (r.catalogTable.isDefined && DeltaRules.flippedAt(plan, r) > 0),
           // read under an aggregate of a query of rows (DeltaRules.regroups): its terms recompute its groups
           "regroups" -> (rows && r.catalogTable.isDefined && DeltaRules.regroupedAt(plan, r)),
+          // its change's term can carry the sign of each row to the output (DeltaRules.signed): one term, not two
+          "signed" -> (rows && r.catalogTable.isDefined && DeltaRules.carriesSign(plan, r)),
           "regroup_window" -> (if (!rows || r.catalogTable.isEmpty) null else windows.get(leaves.indexOf(r)).orElse(
             bands.get(leaves.indexOf(r)).map(b => Map("time_column" -> b.timeColumn, "size" -> b.reach))).orNull),
           "window_partners" -> (if (rows && r.catalogTable.isDefined) partners.getOrElse(leaves.indexOf(r), Nil) else Nil)))

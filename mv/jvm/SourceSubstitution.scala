@@ -3,11 +3,13 @@ package io.mvengine
 import scala.collection.mutable
 
 import org.apache.spark.sql.catalyst.FunctionIdentifier
-import org.apache.spark.sql.catalyst.expressions.{Alias, ExprId, Expression, ExpressionInfo, Literal}
+import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, ExprId, Expression, ExpressionInfo, Literal}
 import org.apache.spark.sql.catalyst.plans.logical.{LocalRelation, LogicalPlan, Project, Union}
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.execution.datasources.LogicalRelation
 import org.apache.spark.sql.types.StringType
+
+import io.mvengine.{InternalColumns => IC}
 
 /**
  * A view's query with one of its source tables replaced by another relation of the same columns:
@@ -26,6 +28,8 @@ object SourceSubstitution {
   val functionName = "mv_substitute"
 
   val changeFunctionName = "mv_substitute_change"
+
+  val signedFunctionName = "mv_substitute_signed_change"
 
   val keysFunctionName = "mv_substitute_keys"
 
@@ -50,6 +54,19 @@ object SourceSubstitution {
   def changeRegistration: (FunctionIdentifier, ExpressionInfo, Seq[Expression] => LogicalPlan) =
     throughChange(changeFunctionName, "The change of query through changed_source: its UNION branches that " +
       "do not read it are empty.", _ => Linear)
+
+  /**
+   * The change of a query of rows through one changed source, both of its sides in one term
+   * (mv/row_refresh.py), the sign of each row (the change's `__mv_sign`) its last column:
+   * {{{
+   *   SELECT * FROM mv_substitute_signed_change('<query>', 'auctions', 'bids', 'bids VERSION AS OF 7', 'auctions', 'auction_changes')
+   * }}}
+   * as mv_substitute_change, with the sign carried through the operators above the change
+   * (DeltaRules.signed: projections, filters, joins, UNION ALL), so the other sources are read once.
+   */
+  def signedRegistration: (FunctionIdentifier, ExpressionInfo, Seq[Expression] => LogicalPlan) =
+    throughChange(signedFunctionName, "The change of query through changed_source, each row's sign its last " +
+      "column.", _ => Signed)
 
   /**
    * The rows a change through one source reaches, a superset (mv/row_refresh.py's groups by change):
@@ -108,6 +125,7 @@ object SourceSubstitution {
    * `change`, the relation some of its reads of that source read instead. */
   private sealed trait Term { def change: Option[String] = None }
   private case object Linear extends Term
+  private case object Signed extends Term
   private case object Keys extends Term
   private case class Flips(text: String) extends Term { override def change: Option[String] = Some(text) }
   private case class Regroups(text: String) extends Term { override def change: Option[String] = Some(text) }
@@ -135,7 +153,7 @@ object SourceSubstitution {
     }
     term match {
       case Keys => (DeltaRules.forKeys(pruned, reads), Map.empty)
-      case Linear => (DeltaRules.linear(pruned, reads), Map.empty)
+      case Linear | Signed => (DeltaRules.linear(pruned, reads), Map.empty)
       case Flips(_) => DeltaRules.flips(pruned, reads)
       case Regroups(_) => DeltaRules.regroups(DeltaRules.linear(pruned, reads), reads)  // flips: a term of their own
     }
@@ -201,13 +219,27 @@ object SourceSubstitution {
         Alias(from, column.name)(exprId = column.exprId)
       }, replacement)
     val replaced = mutable.Set[String]()
+    // A Signed term's read of the change, with the change's sign beside its columns.
+    var signedRead: Option[(LogicalPlan, Attribute)] = None
+    def withSign(read: Project, replacement: LogicalPlan): LogicalPlan = {
+      val sign = Alias(replacement.output.find(a => resolver(a.name, IC.Sign)).getOrElse(
+        throw new IllegalArgumentException(s"the change has no column ${IC.Sign}")), IC.Sign)()
+      val out = read.copy(projectList = read.projectList :+ sign)
+      signedRead = Some(out -> sign.toAttribute)
+      out
+    }
     val result = query.transformUp {
       case relation: LogicalRelation if change.isDefined && readsChange(relation) =>
         aliased(relation, change.get, "the change")
       case relation: LogicalRelation if target(relation).isDefined =>
         val (source, _, text, replacement) = target(relation).get
         replaced += source
-        aliased(relation, replacement, text)
+        val read = aliased(relation, replacement, text)
+        if (term == Signed && changedSource.exists(matches(relation, _))) withSign(read, replacement) else read
+    }
+    if (term == Signed) {
+      val (base, sign) = signedRead.getOrElse(throw new IllegalArgumentException("the query does not read the change"))
+      return DeltaRules.signed(result, base, sign)
     }
     // A change's pruned branches may have held a source's only read.
     replacements.map(_._1).find(s => changed.isEmpty && !replaced.contains(s)).foreach { source =>
