@@ -7,12 +7,13 @@ Example:
 from __future__ import annotations
 
 import re
+from functools import reduce
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from mv.internal_columns import KEPT, SIGN
+from mv.internal_columns import NET_KEY, SIGN
 from mv.query import quote
 from mv.run import Run
 from mv.settings import session_settings
@@ -146,10 +147,12 @@ _EXACT = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.D
 
 
 def netted(frame: DataFrame, used: list[str]) -> DataFrame | None:
-    """`frame`'s signed changes without the updates the query cannot see: an update's pre-image
-    and post-image of one commit that agree on every column the query reads (`used`) cancel, and
-    each refresh path then has only the rows that change what it computes. None when some used
-    column's values cannot be compared exactly (`_EXACT`, floating point as text).
+    """`frame`'s signed changes without the updates the query cannot see: the update images of one
+    commit that agree on every column the query reads (`used`) and count as many pre-images as
+    post-images cancel, and each refresh path then has only the rows that change what it computes.
+    None when none cancel (one aggregation over the update rows tells), or when some used column's
+    values cannot be compared exactly (`_EXACT`; floating point as text). The rows kept keep their
+    partitions: the cancelled images are dropped by a broadcast anti-join.
 
     Example: `UPDATE bids SET price = price + 1` under a view of each auction's bids per window
     (Nexmark's q5 reads auction and dateTime): none of the update's rows remain.
@@ -164,13 +167,13 @@ def netted(frame: DataFrame, used: list[str]) -> DataFrame | None:
         else:
             return None
     update = F.col("_change_type").startswith("update_")
-    pairs, same_sign = Window.partitionBy(*keys), Window.partitionBy(*keys, SIGN).orderBy(SIGN)
-    added = F.sum(F.when(F.col(SIGN) > 0, 1).otherwise(0)).over(pairs)
-    opposite = F.when(F.col(SIGN) > 0, F.count(F.lit(1)).over(pairs) - added).otherwise(added)
-    kept = (frame.where(update).withColumn(KEPT, F.row_number().over(same_sign) > opposite)
-            .where(KEPT).drop(KEPT))
-    return frame.where(~update).unionByName(kept)
-
+    named = [f"{NET_KEY}{i}" for i in range(len(keys))]
+    cancelled = (frame.where(update).groupBy(*[k.alias(n) for k, n in zip(keys, named)])
+                 .agg(F.sum(SIGN).alias(SIGN)).where(F.col(SIGN) == 0).drop(SIGN))
+    if cancelled.isEmpty():
+        return None
+    same = reduce(lambda a, b: a & b, [k.eqNullSafe(F.col(n)) for k, n in zip(keys, named)])
+    return frame.join(F.broadcast(cancelled), update & same, "left_anti")
 
 
 def signs(frame: DataFrame) -> dict[int, int]:

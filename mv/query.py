@@ -140,7 +140,8 @@ class QueryInfo:
         that is not deterministic).
 
         Example:
-            >>> describe(spark, "SELECT auction, count(*) FROM bids GROUP BY auction").used_columns("`bids`")
+            >>> describe(spark, "SELECT auction, count(*) FROM bids GROUP BY auction").used_columns(
+            ...     "spark_catalog.default.bids")
             ['auction']
         """
         reads = [s for s in self.sources if s.get("table") == table]
