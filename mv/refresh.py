@@ -224,7 +224,7 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
               late_exists=tables[view.late_table].exists, replaces_schema=replaces_schema,
               source_schemas={s: types for s in info.source_tables if (types := tables[s].column_types)},
               previous_end=previous_end, updated=frozenset(
-                  s for s in info.source_tables if (looked_up or tables).get(s, tables[s]).change_retracts))
+                  s for s in info.source_tables if (looked_up or {}).get(s, tables[s]).change_retracts))
     # A view too large for its checksum to list its files has them listed in the background meanwhile,
     # for the merge; a small view's files are read from its checksum without a Spark job.
     with snapshots.warming(spark, [] if tables[view.name].small else [view.name]):

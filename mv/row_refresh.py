@@ -141,7 +141,11 @@ def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, i
 
         def term(sign: int, replacement: str, **kind: str | bool) -> None:
             parts.append((sign, source, run.query_over({**after, read.name: replacement}, read.name, keys=keys, **kind)))
-        change = run.temp_view(changes[source], f"change_{i}") if (read.regroups or read.flips) and not keys else None
+        # One term over both sides: the keys a change reaches do not depend on its rows' signs; a
+        # signed term carries them. The whole change is registered once, for it and the flips.
+        one_term = any(signs[source].values()) if keys else read.signed and all(signs[source].get(s) for s in (1, -1))
+        whole = one_term or (read.regroups or read.flips) and not keys
+        change = run.temp_view(changes[source], f"change_{i}") if whole else None
         if read.regroups and not keys:  # its aggregates' touched groups, new (+) and old (-)
             within = None
             if read.window:
@@ -154,12 +158,9 @@ def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, i
                                                  _time_within(other.window, span, size, _time_type(run, other)))
             term(1, _kept_to(run.source(source), within), regroups=change)
             term(-1, _kept_to(run.previous_source(source), within), regroups=change)
-        elif keys:  # the rows a change reaches, whatever its rows' signs: one term over all of them
-            if any(signs[source].values()):
-                term(1, run.temp_view(changes[source], f"changed_{i}"))
-        elif read.signed and all(signs[source].get(sign) for sign in (1, -1)):  # one term carries both
-            term(BOTH, run.temp_view(changes[source], f"signed_{i}"), signed=True)
-        else:
+        elif one_term:
+            term(1 if keys else BOTH, change, signed=not keys)
+        elif not keys:
             for sign in (1, -1):
                 if signs[source].get(sign):
                     rows = changes[source].where(F.col(SIGN) == sign)
