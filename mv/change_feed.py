@@ -146,13 +146,18 @@ _EXACT = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.D
           T.TimestampType, T.TimestampNTZType, T.BinaryType)
 
 
+# Netting rebuilds the change's cache without the cancelled rows (Nexmark's q2, a 21,035-row
+# change round: 0.8 s to drop 2 rows): it is worth that only when this share of the change cancels.
+NET_SHARE = 0.05
+
+
 def netted(frame: DataFrame, used: list[str]) -> DataFrame | None:
     """`frame`'s signed changes without the updates the query cannot see: the update images of one
     commit that agree on every column the query reads (`used`) and count as many pre-images as
     post-images cancel, and each refresh path then has only the rows that change what it computes.
-    None when none cancel (one aggregation over the update rows tells), or when some used column's
-    values cannot be compared exactly (`_EXACT`; floating point as text). The rows kept keep their
-    partitions: the cancelled images are dropped by a broadcast anti-join.
+    None when fewer than NET_SHARE of the rows cancel (one aggregation over the change tells), or
+    when some used column's values cannot be compared exactly (`_EXACT`; floating point as text).
+    The rows kept keep their partitions: the cancelled images are dropped by a broadcast anti-join.
 
     Example: `UPDATE bids SET price = price + 1` under a view of each auction's bids per window
     (Nexmark's q5 reads auction and dateTime): none of the update's rows remain.
@@ -168,10 +173,14 @@ def netted(frame: DataFrame, used: list[str]) -> DataFrame | None:
             return None
     update = F.col("_change_type").startswith("update_")
     named = [f"{NET_KEY}{i}" for i in range(len(keys))]
-    cancelled = (frame.where(update).groupBy(*[k.alias(n) for k, n in zip(keys, named)])
-                 .agg(F.sum(SIGN).alias(SIGN)).where(F.col(SIGN) == 0).drop(SIGN))
-    if cancelled.isEmpty():
+    # Rows other than update images fall in one group of their own (every key null), counted too.
+    groups = (frame.groupBy(update.alias(NET_KEY), *[F.when(update, k).alias(n) for k, n in zip(keys, named)])
+              .agg(F.sum(SIGN).alias(SIGN), F.count(F.lit(1)).alias("rows")))
+    ends = F.col(NET_KEY) & (F.col(SIGN) == 0)
+    rows, cancelling = groups.agg(F.sum("rows"), F.sum(F.when(ends, F.col("rows")))).first()
+    if not cancelling or cancelling < NET_SHARE * rows:
         return None
+    cancelled = groups.where(ends).select(*named)
     same = reduce(lambda a, b: a & b, [k.eqNullSafe(F.col(n)) for k, n in zip(keys, named)])
     return frame.join(F.broadcast(cancelled), update & same, "left_anti")
 
