@@ -134,7 +134,7 @@ def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, i
     reads, parts = run.info.reads, []
     for i, read in enumerate(reads):
         source = read.table
-        if source not in changes:
+        if not any(signs.get(source, {}).values()):  # unchanged, or nothing left once netted
             continue
         after = {r.name: run.previous_source(r.table) for r in reads[i + 1:]
                  if run.previous.sources.get(r.table, -1) != run.targets[r.table]}
