@@ -63,11 +63,13 @@ TRY_FULL_WITHIN = 3.0
 @dataclass(frozen=True)
 class Past:
     """One earlier refresh of the view: its technique, the work it did (bytes; None when it was
-    not weighed), its duration and its reason (None in states kept before reasons were)."""
+    not weighed), its duration, its reason (None in states kept before reasons were) and whether
+    its change took rows away (`retracts`: updates or deletes; None where not known)."""
     technique: str
     work_bytes: int | None
     duration_s: float
     reason: str | None = None
+    retracts: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,7 @@ class Estimate:
     small_change: bool = False  # under SMALL_CHANGE of the sources' bytes: AUTO refreshes incrementally unweighed
     at_least: bool = False  # the incremental side is its change alone, before the change was read
     tries_full: bool = False  # full is known only from the first refresh, and within reach: AUTO measures it
+    by_kind: bool | None = None  # the incremental side is the fastest of the view's refreshes of this kind (dearer_by_kind)
 
     @property
     def cheaper(self) -> str:
@@ -156,6 +159,9 @@ class Estimate:
         line = f"{incremental}, {side('full', self.full_bytes, self.full_s)}: {self.cheaper} is cheaper"
         if self.tries_full and self.cheaper == "incremental":
             line += "; full is tried once: its only measure is the view's first refresh, which also created it"
+        if self.by_kind is not None:
+            kind = "changes that take rows away" if self.by_kind else "appends"
+            line += f"; the view's incremental refreshes of {kind} took at least {self.incremental_s:.1f} s"
         return line + (f"; a change under {SMALL_CHANGE:.0%} of its sources' bytes refreshes incrementally"
                        if self.small_change else "")
 
@@ -177,17 +183,19 @@ class Estimated(Exception):
 
 
 def weigh(incremental_bytes: int, full_bytes: int, past: list[Past], min_work: int = MIN_WORK,
-          spent: float = 0.0) -> Estimate:
+          spent: float = 0.0, retracts: bool | None = None) -> Estimate:
     """Both ways of doing the rest of a refresh, in bytes and, by `past` (rates from refreshes of at
     least `min_work` bytes; the incremental fixed part from all of its own, less the `spent` seconds
-    this refresh already took), in seconds. The first refresh's rate is a full refresh's only
-    while no other full refresh tells it; then `tries_full` says whether it is within reach.
+    this refresh already took), in seconds. A change that takes rows away or not (`retracts`) is
+    priced by the incremental refreshes of its kind when there are some (`alike`). The first
+    refresh's rate is a full refresh's only while no other full refresh tells it; then `tries_full`
+    says whether it is within reach.
 
     Example: first refresh 4.8 s, an incremental one 3.2 s, 1 s of this one spent:
         >>> weigh(MB, 14 * MB, [Past("full", 14 * MB, 4.8, FIRST_REFRESH), Past("incremental", MB, 3.2)], spent=1.0)
         Estimate(incremental_bytes=1048576, full_bytes=14680064, incremental_s=2.5, full_s=4.8, ..., tries_full=True)
     """
-    incremental = [p for p in past if p.technique == "incremental"]
+    incremental = alike(past, retracts) or [p for p in past if p.technique == "incremental"]
     full = [p for p in past if p.technique == "full"]
     measured = [p for p in full if p.reason != FIRST_REFRESH]
     fixed = min((p.duration_s for p in incremental), default=0.0)
@@ -203,6 +211,40 @@ def weigh(incremental_bytes: int, full_bytes: int, past: list[Past], min_work: i
     return Estimate(incremental_bytes, full_bytes, incremental_s, full_s, tries_full=tries)
 
 
+def alike(past: list[Past], retracts: bool | None) -> list[Past]:
+    """The incremental refreshes of `past` whose change was of the kind `retracts` says (none when
+    it is not known): a change that takes rows away costs more than an append of its size (it
+    reads the view, nets, merges; Nexmark's q2 at 1M bids: 0.9 s an append, 3.9 s a change)."""
+    return [p for p in past if p.technique == "incremental" and retracts is not None and p.retracts == retracts]
+
+
+def dearer_by_kind(past: list[Past], retracts: bool | None, change_bytes: int, full_bytes: int,
+                   min_work: int = MIN_WORK) -> Estimate | None:
+    """A full refresh (the estimate of both), before the change is read, when every incremental
+    refresh of the change's kind among the view's newest (`alike`) took longer than a full refresh
+    of today's sources would (`full_bytes` at the full refreshes' rate; the first refresh's rate,
+    which overstates it, when none other is measured): whatever its size, such a change costs at
+    least that. None when that is not so or not known. An incremental refresh of the kind is tried
+    again once all such refreshes have left the newest (PAST_REFRESHES), and sooner as the sources
+    grow, since the full refresh's estimate grows with them.
+
+    Example: Nexmark's q2 at 1M bids, updated and deleted bids: incremental refreshes of that kind
+    took 3.9 s, a full refresh 0.8 s: the next such change is refreshed in full, not read.
+        >>> dearer_by_kind([Past("full", 30 * MB, 0.8), Past("incremental", MB, 3.9, retracts=True)],
+        ...                True, MB, 30 * MB).cheaper
+        'full'
+    """
+    same = alike(past, retracts)
+    full = [p for p in past if p.technique == "full"]
+    rate = _rate([p for p in full if p.reason != FIRST_REFRESH] or full, min_work, 0.0)
+    if not same or rate is None:
+        return None
+    fastest, full_s = min(p.duration_s for p in same), round(full_bytes * rate, 1)
+    if fastest <= full_s:
+        return None
+    return Estimate(change_bytes, full_bytes, round(fastest, 1), full_s, at_least=True, by_kind=retracts)
+
+
 def _rate(past: list[Past], min_work: int, fixed: float) -> float | None:
     """Seconds per byte beyond `fixed`: the median over refreshes that did at least `min_work`."""
     rates = [max(0.0, p.duration_s - fixed) / p.work_bytes for p in past if p.work_bytes and p.work_bytes >= min_work]
@@ -210,27 +252,38 @@ def _rate(past: list[Past], min_work: int, fixed: float) -> float | None:
 
 
 def before_reading(spark: SparkSession, view: str, sizes: Sizes, previous: RefreshState | None,
-                   previous_end: float | None) -> Estimate | None:
+                   previous_end: float | None, retracts: bool | None = None) -> Estimate | None:
     """The estimate from the change's size alone, before it is read: an incremental refresh reads at
     least the change (and over several sources what its terms must join it with: `joined`), a full
-    one every source file and every view file. None when a size is unknown or that is under
-    WEIGH_CHANGE of the full refresh's work."""
-    if sizes.change is None or sizes.full is None or sizes.change + sizes.joined < WEIGH_CHANGE * sizes.full:
+    one every source file and every view file; or, whatever the change's size, a full refresh when
+    the view's incremental refreshes of the change's kind (`retracts`) all took longer than a full
+    one would (`dearer_by_kind`, from the newest refreshes its state keeps). None when a size is
+    unknown, or neither tells and the change is under WEIGH_CHANGE of the full refresh's work."""
+    if sizes.change is None or sizes.full is None:
+        return None
+    if previous is not None and previous.recent and previous_end is not None:
+        known = dearer_by_kind(past(spark, view, previous, previous_end), retracts, sizes.change + sizes.joined,
+                               sizes.full, _min_work(spark))
+        if known is not None:
+            return known
+    if sizes.change + sizes.joined < WEIGH_CHANGE * sizes.full:
         return None
     return replace(weigh(sizes.change + sizes.joined, sizes.full, past(spark, view, previous, previous_end),
-                         _min_work(spark)), at_least=True)
+                         _min_work(spark), retracts=retracts), at_least=True)
 
 
 def planned(spark: SparkSession, view: str, query: str, incremental: tuple[str | None, str], sizes: Sizes,
-            spent: float, previous: RefreshState | None, previous_end: float | None) -> Estimate:
+            spent: float, previous: RefreshState | None, previous_end: float | None,
+            retracts: bool | None = None) -> Estimate:
     """The estimate of a refresh of `view` (its `query` over its sources) whose rest reads the source
     query and the view query of `incremental` (no source query: combined from the view's rows),
     planned in one query (mv_scan_bytes), against a full refresh (`sizes`; planned too when a
-    size is unknown); the view's newest refreshes turn bytes into seconds, less the `spent` seconds
-    the refresh took so far (its change read)."""
+    size is unknown); the view's newest refreshes (of the change's kind, `retracts`, when known)
+    turn bytes into seconds, less the `spent` seconds the refresh took so far (its change read)."""
     source, view_part = _planned_bytes(spark, list(incremental))
     full = sizes.full if sizes.full is not None else full_work(spark, query, view)
-    found = weigh(source + 2 * view_part, full, past(spark, view, previous, previous_end), _min_work(spark), spent)
+    found = weigh(source + 2 * view_part, full, past(spark, view, previous, previous_end), _min_work(spark), spent,
+                  retracts)
     return replace(found, small_change=sizes.small_change)
 
 
@@ -273,12 +326,13 @@ def past(spark: SparkSession, view: str, previous: RefreshState | None, previous
 
 
 def recent(past_refreshes: list[Past], technique: str, work_bytes: int | None, duration_s: float,
-           reason: str | None) -> list[list]:
+           reason: str | None, retracts: bool | None = None) -> list[list]:
     """The newest refreshes a new state keeps (RefreshState.recent): `past_refreshes` (`past`), then
-    this one, timed up to now: the next refresh times it up to its commit.
+    this one, timed up to now: the next refresh times it up to its commit; whether its change took
+    rows away (`retracts`) last.
 
     Example: past [Past("full", 9000, 2.4, "FIRST_REFRESH")], this refresh incremental, 300 bytes, 0.4 s so far:
-        [["full", 9000, 2.4, "FIRST_REFRESH"], ["incremental", 300, 0.4, "CHANGES_ONLY"]]
+        [["full", 9000, 2.4, "FIRST_REFRESH", None], ["incremental", 300, 0.4, "CHANGES_ONLY", False]]
     """
-    kept = [[p.technique, p.work_bytes, p.duration_s, p.reason] for p in past_refreshes]
-    return (kept + [[technique, work_bytes, duration_s, reason]])[-PAST_REFRESHES:]
+    kept = [[p.technique, p.work_bytes, p.duration_s, p.reason, p.retracts] for p in past_refreshes]
+    return (kept + [[technique, work_bytes, duration_s, reason, retracts]])[-PAST_REFRESHES:]

@@ -215,7 +215,9 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
     # read within the change's time range alone, not known before reading it
     sizes = estimate.Sizes.of(tables, view.name, info.reads, by_terms=not (by_windows(info) or info.window_local))
     previous_end = last_refresh_end(tables[view.name])
-    chosen, work = _weighed_before_reading(spark, view, info, sizes, chosen, dry, previous, previous_end)
+    updated = frozenset(s for s in info.source_tables if (looked_up or {}).get(s, tables[s]).change_retracts)
+    chosen, work = _weighed_before_reading(spark, view, info, sizes, chosen, dry, previous, previous_end,
+                                           retracts=bool(updated) if weighs else None)
     outcome = Outcome(view.name, chosen.technique, chosen.reason, refresh_id, targets, started_at=started,
                       work_bytes=work)
     run = Run(spark, view, info, previous, targets, outcome, marker=found.marker,
@@ -223,8 +225,7 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
               open_state=open_windows.kept(view, info, previous, tables.get(view.open_table)),
               late_exists=tables[view.late_table].exists, replaces_schema=replaces_schema,
               source_schemas={s: types for s in info.source_tables if (types := tables[s].column_types)},
-              previous_end=previous_end, updated=frozenset(
-                  s for s in info.source_tables if (looked_up or {}).get(s, tables[s]).change_retracts))
+              previous_end=previous_end, updated=updated)
     # A view too large for its checksum to list its files has them listed in the background meanwhile,
     # for the merge; a small view's files are read from its checksum without a Spark job.
     with snapshots.warming(spark, [] if tables[view.name].small else [view.name]):
@@ -240,7 +241,8 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
             outcome.duration_s = round(time.time() - started, 3)
             new_state = replace(new_state, metrics=_metrics(outcome), recent=estimate.recent(
                 estimate.past(spark, view.name, previous, run.previous_end) if previous else [],
-                outcome.technique, outcome.work_bytes, outcome.duration_s, outcome.reason))
+                outcome.technique, outcome.work_bytes, outcome.duration_s, outcome.reason,
+                retracts=bool(updated) if weighs else None))
             progress.phase(view.name, "merging")
             outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = _commit(run, new_state, write)
         finally:
@@ -310,17 +312,18 @@ def _schema_checked(view: View, info: QueryInfo, previous: RefreshState, tables:
 
 
 def _weighed_before_reading(spark: SparkSession, view: View, info: QueryInfo, sizes: estimate.Sizes, chosen: Plan,
-                            dry: bool, previous: RefreshState | None,
-                            previous_end: float | None) -> tuple[Plan, int | None]:
+                            dry: bool, previous: RefreshState | None, previous_end: float | None,
+                            retracts: bool | None) -> tuple[Plan, int | None]:
     """Under REFRESH POLICY AUTO, a full refresh (FULL_CHEAPER) when the change alone, before it is
-    read, costs more (mv/estimate.py), with that refresh's work; else `chosen`. Only for windows'
-    incremental refreshes, and not under a watermark: a change read is where late rows are found
-    and kept (`<view>__late`), so such a view is weighed after reading it (window_refresh.weigh).
+    read, costs more (mv/estimate.py), or the view's incremental refreshes of its kind (`retracts`:
+    it takes rows away) took longer than a full one would, with that refresh's work; else `chosen`.
+    Only for the shapes AUTO weighs, and not under a watermark: a change read is where late rows are
+    found and kept (`<view>__late`), so such a view is weighed after reading it (window_refresh.weigh).
     EXPLAIN (`dry`) stops here when the refresh will not be incremental."""
     auto = view.definition.policy == "AUTO"
     weighs = chosen.technique == "incremental" and weighed(info) and not view.definition.watermark_column
-    upfront = estimate.before_reading(spark, view.name, sizes, previous, previous_end) if weighs and (dry or auto) \
-        else None
+    upfront = estimate.before_reading(spark, view.name, sizes, previous, previous_end, retracts) \
+        if weighs and (dry or auto) else None
     if upfront is not None and upfront.switches and auto:
         chosen = Plan("full", "FULL_CHEAPER")
     if dry and chosen.technique != "incremental":
