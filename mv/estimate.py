@@ -137,7 +137,7 @@ class Estimate:
     small_change: bool = False  # under SMALL_CHANGE of the sources' bytes: AUTO refreshes incrementally unweighed
     at_least: bool = False  # the incremental side is its change alone, before the change was read
     tries_full: bool = False  # full is known only from the first refresh, and within reach: AUTO measures it
-    by_kind: bool | None = None  # the incremental side is the fastest of the view's refreshes of this kind (dearer_by_kind)
+    by_kind: bool | None = None  # the incremental side: the fastest of the view's refreshes of a kind (dearer_by_kind)
 
     @property
     def cheaper(self) -> str:
@@ -224,9 +224,11 @@ def dearer_by_kind(past: list[Past], retracts: bool | None, change_bytes: int, f
     refresh of the change's kind among the view's newest (`alike`) took longer than a full refresh
     of today's sources would (`full_bytes` at the full refreshes' rate; the first refresh's rate,
     which overstates it, when none other is measured): whatever its size, such a change costs at
-    least that. None when that is not so or not known. An incremental refresh of the kind is tried
-    again once all such refreshes have left the newest (PAST_REFRESHES), and sooner as the sources
-    grow, since the full refresh's estimate grows with them.
+    least that. A change that takes rows away, of a kind not yet measured, costs at least what
+    the view's appends did (it does all they do, and reads the view and nets). None when that is
+    not so or not known. An incremental refresh of the kind is tried again once all such refreshes
+    have left the newest (PAST_REFRESHES), and sooner as the sources grow, since the full
+    refresh's estimate grows with them.
 
     Example: Nexmark's q2 at 1M bids, updated and deleted bids: incremental refreshes of that kind
     took 3.9 s, a full refresh 0.8 s: the next such change is refreshed in full, not read.
@@ -234,7 +236,9 @@ def dearer_by_kind(past: list[Past], retracts: bool | None, change_bytes: int, f
         ...                True, MB, 30 * MB).cheaper
         'full'
     """
-    same = alike(past, retracts)
+    same, kind = alike(past, retracts), retracts
+    if not same and retracts:
+        same, kind = alike(past, False), False
     full = [p for p in past if p.technique == "full"]
     rate = _rate([p for p in full if p.reason != FIRST_REFRESH] or full, min_work, 0.0)
     if not same or rate is None:
@@ -242,7 +246,7 @@ def dearer_by_kind(past: list[Past], retracts: bool | None, change_bytes: int, f
     fastest, full_s = min(p.duration_s for p in same), round(full_bytes * rate, 1)
     if fastest <= full_s:
         return None
-    return Estimate(change_bytes, full_bytes, round(fastest, 1), full_s, at_least=True, by_kind=retracts)
+    return Estimate(change_bytes, full_bytes, round(fastest, 1), full_s, at_least=True, by_kind=kind)
 
 
 def _rate(past: list[Past], min_work: int, fixed: float) -> float | None:

@@ -126,6 +126,9 @@ def test_a_kind_of_change_whose_incremental_refreshes_took_longer_than_a_full_on
     assert dearer_by_kind(past, False, MB // 10, 30 * MB) is None        # appends: 0.9 s is not dearer
     assert dearer_by_kind(past, True, MB // 10, 300 * MB) is None        # sources grown tenfold: tried again
     assert dearer_by_kind(past[:2], True, MB // 10, 30 * MB) is None     # none of its kind measured yet
+    dear_appends = [past[0], Past("incremental", MB, 2.5, "CHANGES_ONLY", False)]
+    at_least_appends = dearer_by_kind(dear_appends, True, MB // 10, 30 * MB)   # it costs at least an append
+    assert at_least_appends.cheaper == "full" and "refreshes of appends took at least 2.5 s" in at_least_appends.describe()
     assert dearer_by_kind(past, None, MB // 10, 30 * MB) is None         # kind unknown
     assert dearer_by_kind(past[1:], True, MB // 10, 30 * MB) is None     # no full refresh measured
 
