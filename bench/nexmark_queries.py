@@ -374,7 +374,25 @@ def markdown(results: dict) -> str:
               f"<= {TARGETS['changes']}; AUTO <= {AUTO_TARGET} times the cheaper of the other two. The incremental "
               "view is under REFRESH POLICY INCREMENTAL, so every refresh takes its rule's path; the AUTO view "
               "under the default policy, which weighs the two."]
-    return "\n".join(lines)
+    return "\n".join(lines + _auto_by_round(results.get("played", [])))
+
+
+def _auto_by_round(played: list[dict]) -> list[str]:
+    """Lines of a table: per query and round, AUTO's refresh against the cheaper of the other two,
+    and how AUTO refreshed (i: incremental, f: full): how it learns from the view's own refreshes."""
+    if not played or any("auto" not in m for r in played for m in r["queries"].values()):
+        return []
+    heads = [f"{i + 1}: {r['variant']}" for i, r in enumerate(played)]
+    lines = ["", "AUTO / the cheaper of incremental and full, round by round (i: AUTO refreshed "
+             "incrementally, f: in full):", "", f"| Query | {' | '.join(heads)} |", "|---|" + "---:|" * len(heads)]
+    for q in played[0]["queries"]:
+        cells = []
+        for r in played:
+            m = r["queries"][q]
+            cheaper = min(m["incremental"]["seconds"], m["full"]["seconds"])
+            cells.append(f"{m['auto']['seconds'] / cheaper:.2f} {m['auto']['technique'][0]}")
+        lines.append(f"| {q} | {' | '.join(cells)} |")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,8 +2,8 @@
 
 Given Nexmark's tables made from 20,000 bids of history, when a join (q20) and a deduplication
 (q18) are kept as views through a round of appends and a round of changes on every table, then
-each incremental view equals its query, every refresh of it was incremental, and the report has a
-line per query with both rounds' ratios.
+each incremental (and AUTO) view equals its query, every refresh of it was incremental, and the
+report has a line per query with both rounds' ratios and AUTO's.
 """
 import pytest
 
@@ -47,6 +47,8 @@ def test_every_refresh_of_the_incremental_views_took_its_rule(results):
         for q in QUERIES:
             assert round_["queries"][q]["incremental"]["technique"] == "incremental", (q, round_["variant"])
             assert round_["queries"][q]["full"]["technique"] == "full"
+            assert round_["queries"][q]["full"]["reason"] == "POLICY_FULL"   # not REFRESH ... FULL, the repair
+            assert round_["queries"][q]["auto"]["technique"] in ("incremental", "full")
     assert {summary[q]["shape"] for q in QUERIES} <= {"rows", "partitions"}
 
 
@@ -58,4 +60,4 @@ def test_the_report_has_a_line_per_query_with_both_ratios(results):
     lines = nexmark_queries.markdown(document).splitlines()
     for q in QUERIES:
         line = next(line for line in lines if line.startswith(f"| {q} |"))
-        assert line.count("**") == 4   # the append and the change round's ratios
+        assert line.count("**") == 8   # the append and the change round's ratios, and AUTO's against the cheaper
