@@ -54,6 +54,8 @@ from mv.auction_site import MINUTE_US
 MV_HOME = DATA_DIR / "mv_home_nexmark_queries"
 RESULTS_JSON = BENCH_DIR / "results" / "queries.json"
 ROUNDS, QUICK_ROUNDS = {"append": 2, "changes": 2}, {"append": 1, "changes": 1}
+# Each query's views: the side's name and its REFRESH POLICY, each refreshed by a plain REFRESH.
+SIDES = {"incremental": "INCREMENTAL", "full": "FULL", "auto": "AUTO"}
 
 QUERIES = {
     "q0": "SELECT auction, bidder, price, dateTime, extra FROM {bid}",
@@ -254,10 +256,6 @@ def create(spark, queries: list[str]) -> dict:
     return made
 
 
-# Each query's views: the side's name and its REFRESH POLICY, each refreshed by a plain REFRESH.
-SIDES = {"incremental": "INCREMENTAL", "full": "FULL", "auto": "AUTO"}
-
-
 def _view(query: str, side: str) -> str:
     return f"nq_{query}_{side[:4]}"
 
@@ -366,9 +364,8 @@ def markdown(results: dict) -> str:
             cells += [f"{v['incremental_s']:.1f} / {v['full_s']:.1f}{auto}", f"**{v['ratio']:.2f}**{over}",
                       (f"**{v['auto_ratio']:.2f}**" + ("" if v["auto_ratio"] <= AUTO_TARGET else " (over)"))
                       if "auto_ratio" in v else "n/a"]
-        ways = [("how", "incremental"), ("auto_how", "auto")]
         how = ["; ".join(sorted({w for variant in ("append", "changes") for w in s.get(variant, {}).get(key, [])}))
-               or "n/a" for key, _ in ways]
+               or "n/a" for key in ("how", "auto_how")]
         lines.append(f"| {q} | {s['shape']} | {s['rows']:,} | {' | '.join(cells)} | {' | '.join(how)} |")
     lines += ["", f"Targets (issues 37, 38): append-only <= {TARGETS['append']} of full, with updates and deletes "
               f"<= {TARGETS['changes']}; AUTO <= {AUTO_TARGET} times the cheaper of the other two. The incremental "
