@@ -199,7 +199,7 @@ def weigh(incremental_bytes: int, full_bytes: int, past: list[Past], min_work: i
     full = [p for p in past if p.technique == "full"]
     measured = [p for p in full if p.reason != FIRST_REFRESH]
     fixed = min((p.duration_s for p in incremental), default=0.0)
-    rates = {"incremental": _rate(incremental, min_work, fixed), "full": _rate(measured or full, min_work, 0.0)}
+    rates = {"incremental": _rate(incremental, min_work, fixed), "full": _full_rate(past, min_work)}
     inc_rate = rates["incremental"] if rates["incremental"] is not None else rates["full"]
     full_rate = rates["full"] if rates["full"] is not None else rates["incremental"]
     if inc_rate is None:
@@ -239,14 +239,20 @@ def dearer_by_kind(past: list[Past], retracts: bool | None, change_bytes: int, f
     same, kind = alike(past, retracts), retracts
     if not same and retracts:
         same, kind = alike(past, False), False
-    full = [p for p in past if p.technique == "full"]
-    rate = _rate([p for p in full if p.reason != FIRST_REFRESH] or full, min_work, 0.0)
+    rate = _full_rate(past, min_work)
     if not same or rate is None:
         return None
     fastest, full_s = min(p.duration_s for p in same), round(full_bytes * rate, 1)
     if fastest <= full_s:
         return None
     return Estimate(change_bytes, full_bytes, round(fastest, 1), full_s, at_least=True, by_kind=kind)
+
+
+def _full_rate(past: list[Past], min_work: int) -> float | None:
+    """A full refresh's seconds per byte (`_rate`): the first refresh's only while no other full
+    refresh is among `past` (it also created the view's tables)."""
+    full = [p for p in past if p.technique == "full"]
+    return _rate([p for p in full if p.reason != FIRST_REFRESH] or full, min_work, 0.0)
 
 
 def _rate(past: list[Past], min_work: int, fixed: float) -> float | None:

@@ -216,8 +216,8 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
     sizes = estimate.Sizes.of(tables, view.name, info.reads, by_terms=not (by_windows(info) or info.window_local))
     previous_end = last_refresh_end(tables[view.name])
     updated = frozenset(s for s in info.source_tables if (looked_up or {}).get(s, tables[s]).change_retracts)
-    chosen, work = _weighed_before_reading(spark, view, info, sizes, chosen, dry, previous, previous_end,
-                                           retracts=bool(updated) if weighs else None)
+    retracts = bool(updated) if weighs else None  # the change's kind, for AUTO's estimate and the next ones
+    chosen, work = _weighed_before_reading(spark, view, info, sizes, chosen, dry, previous, previous_end, retracts)
     outcome = Outcome(view.name, chosen.technique, chosen.reason, refresh_id, targets, started_at=started,
                       work_bytes=work)
     run = Run(spark, view, info, previous, targets, outcome, marker=found.marker,
@@ -241,8 +241,7 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
             outcome.duration_s = round(time.time() - started, 3)
             new_state = replace(new_state, metrics=_metrics(outcome), recent=estimate.recent(
                 estimate.past(spark, view.name, previous, run.previous_end) if previous else [],
-                outcome.technique, outcome.work_bytes, outcome.duration_s, outcome.reason,
-                retracts=bool(updated) if weighs else None))
+                outcome.technique, outcome.work_bytes, outcome.duration_s, outcome.reason, retracts))
             progress.phase(view.name, "merging")
             outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = _commit(run, new_state, write)
         finally:

@@ -143,7 +143,7 @@ def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, i
             parts.append((sign, source, run.query_over({**after, read.name: replacement}, read.name, keys=keys, **kind)))
         # One term over both sides: the keys a change reaches do not depend on its rows' signs; a
         # signed term carries them. The whole change is registered once, for it and the flips.
-        one_term = any(signs[source].values()) if keys else read.signed and all(signs[source].get(s) for s in (1, -1))
+        one_term = keys or read.signed and all(signs[source].get(s) for s in (1, -1))
         whole = one_term or (read.regroups or read.flips) and not keys
         change = run.temp_view(changes[source], f"change_{i}") if whole else None
         if read.regroups and not keys:  # its aggregates' touched groups, new (+) and old (-)
