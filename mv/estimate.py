@@ -225,9 +225,11 @@ def dearer_by_kind(past: list[Past], retracts: bool | None, change_bytes: int, f
     of today's sources would (`full_bytes` at the full refreshes' rate; the first refresh's rate,
     which overstates it, when none other is measured): whatever its size, such a change costs at
     least that. A change that takes rows away, of a kind not yet measured, costs at least what
-    the view's appends did (it does all they do, and reads the view and nets). None when that is
-    not so or not known. An incremental refresh of the kind is tried again once all such refreshes
-    have left the newest (PAST_REFRESHES), and sooner as the sources grow, since the full
+    the view's appends did (it does all they do, and reads the view and nets). While the full side
+    is known only from the view's first refresh (which overstates it), a full refresh is tried once
+    when it is within TRY_FULL_WITHIN times the kind's own (`tries_full`, as `weigh` does). None when
+    neither is so, or not known. An incremental refresh of the kind is tried again once all such
+    refreshes have left the newest (PAST_REFRESHES), and sooner as the sources grow, since the full
     refresh's estimate grows with them.
 
     Example: Nexmark's q2 at 1M bids, updated and deleted bids: incremental refreshes of that kind
@@ -243,9 +245,12 @@ def dearer_by_kind(past: list[Past], retracts: bool | None, change_bytes: int, f
     if not same or rate is None:
         return None
     fastest, full_s = min(p.duration_s for p in same), round(full_bytes * rate, 1)
-    if fastest <= full_s:
+    measured = any(p.technique == "full" and p.reason != FIRST_REFRESH for p in past)
+    tries = not measured and kind == retracts and fastest <= full_s < TRY_FULL_WITHIN * fastest
+    if fastest <= full_s and not tries:
         return None
-    return Estimate(change_bytes, full_bytes, round(fastest, 1), full_s, at_least=True, by_kind=kind)
+    return Estimate(change_bytes, full_bytes, round(fastest, 1), full_s, at_least=True, tries_full=tries,
+                    by_kind=kind)
 
 
 def _full_rate(past: list[Past], min_work: int) -> float | None:
@@ -271,15 +276,24 @@ def before_reading(spark: SparkSession, view: str, sizes: Sizes, previous: Refre
     unknown, or neither tells and the change is under WEIGH_CHANGE of the full refresh's work."""
     if sizes.change is None or sizes.full is None:
         return None
-    if previous is not None and previous.recent and previous_end is not None:
-        known = dearer_by_kind(past(spark, view, previous, previous_end), retracts, sizes.change + sizes.joined,
-                               sizes.full, _min_work(spark))
-        if known is not None:
-            return known
+    known = by_kind(spark, view, sizes, previous, previous_end, retracts)
+    if known is not None:
+        return known
     if sizes.change + sizes.joined < WEIGH_CHANGE * sizes.full:
         return None
     return replace(weigh(sizes.change + sizes.joined, sizes.full, past(spark, view, previous, previous_end),
                          _min_work(spark), retracts=retracts), at_least=True)
+
+
+def by_kind(spark: SparkSession, view: str, sizes: Sizes, previous: RefreshState | None,
+            previous_end: float | None, retracts: bool | None) -> Estimate | None:
+    """`dearer_by_kind` for a change of the kind `retracts` says to `view` (`sizes`, from the log),
+    from the newest refreshes the `previous` refresh's state keeps; None when it keeps none, or the
+    full refresh's work is not known. It reads no file: any shape, any time in a refresh."""
+    if sizes.full is None or previous is None or not previous.recent or previous_end is None:
+        return None
+    return dearer_by_kind(past(spark, view, previous, previous_end), retracts, (sizes.change or 0) + sizes.joined,
+                          sizes.full, _min_work(spark))
 
 
 def planned(spark: SparkSession, view: str, query: str, incremental: tuple[str | None, str], sizes: Sizes,

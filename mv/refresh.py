@@ -37,7 +37,7 @@ from mv.catalog import View
 from mv.history import pinned_targets
 from mv.plan import Plan, by_windows, kept_incrementally, plan, weighed
 from mv.query import QueryInfo, describe, sql_string
-from mv.run import Outcome, Run, clock_closes, seen_at
+from mv.run import Outcome, Run, clock_closes, known_dearer, seen_at
 from mv.settings import session_settings
 from mv.state import READ_VERSION_PROPERTY, REFRESH_ID_PROPERTY, STATE_PROPERTY, USER_METADATA, RefreshState, Stored
 from mv.state import stored
@@ -190,8 +190,8 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
     refresh_id = (previous.refresh_id if previous else _last_refresh_id(spark, view) if found.lost else 0) + 1
     # The view's version was read with its state (`found`); its sources' are read after it, here or
     # just before by `_idle` (`looked_up`). Their change bytes since then (read from their logs) are
-    # kept only where an estimate may use them.
-    weighs = weighed(info) and (dry or view.definition.policy == "AUTO")
+    # kept only where an estimate may use them: under AUTO, or for EXPLAIN.
+    weighs = dry or view.definition.policy == "AUTO"
     after = previous.sources if previous and weighs else None
     known = {t: table if weighs else replace(table, change_bytes=None, change_retracts=None)
              for t, table in (looked_up or {}).items()} | ({view.name: view.table} if view.table else {})
@@ -316,13 +316,15 @@ def _weighed_before_reading(spark: SparkSession, view: View, info: QueryInfo, si
     """Under REFRESH POLICY AUTO, a full refresh (FULL_CHEAPER) when the change alone, before it is
     read, costs more (mv/estimate.py), or the view's incremental refreshes of its kind (`retracts`:
     it takes rows away) took longer than a full one would, with that refresh's work; else `chosen`.
-    Only for the shapes AUTO weighs, and not under a watermark: a change read is where late rows are
-    found and kept (`<view>__late`), so such a view is weighed after reading it (window_refresh.weigh).
+    The change's size only for the shapes AUTO weighs (the others, sessions, by their kind alone),
+    and neither under a watermark: a change read is where late rows are found and kept
+    (`<view>__late`), so such a view is weighed after reading it (run.known_dearer).
     EXPLAIN (`dry`) stops here when the refresh will not be incremental."""
     auto = view.definition.policy == "AUTO"
-    weighs = chosen.technique == "incremental" and weighed(info) and not view.definition.watermark_column
-    upfront = estimate.before_reading(spark, view.name, sizes, previous, previous_end, retracts) \
-        if weighs and (dry or auto) else None
+    upfront = None
+    if chosen.technique == "incremental" and (dry or auto) and not view.definition.watermark_column:
+        upfront = estimate.before_reading(spark, view.name, sizes, previous, previous_end, retracts) \
+            if weighed(info) else estimate.by_kind(spark, view.name, sizes, previous, previous_end, retracts)
     if upfront is not None and upfront.switches and auto:
         chosen = Plan("full", "FULL_CHEAPER")
     if dry and chosen.technique != "incremental":
@@ -401,7 +403,7 @@ def _incremental(run: Run) -> tuple[RefreshState, Write]:
     progress.checkpoint("changes_read")
     change_feed.check_sources(run)  # before anything is written
     if run.dry and not weighed(run.info):  # the shapes not weighed may write late rows next
-        raise estimate.Estimated(None)
+        raise estimate.Estimated(known_dearer(run))
     progress.phase(run.view.name, "recomputing")
     state = replace(previous, refresh_id=run.outcome.refresh_id, sources=dict(run.targets))
     if not views and clock_closes(run.spark, run.view.definition, previous, run.now) and run.info.windows:

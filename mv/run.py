@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 
-from mv import watermark
+from mv import estimate, watermark
 from mv.catalog import View
-from mv.estimate import Sizes
+from mv.estimate import Estimate, Sizes
 from mv.query import QueryInfo, interval_micros, sql_string
 from mv.state import RefreshState
 from mv.statements import Definition
@@ -131,6 +131,20 @@ class Run:
             leading = [changed]
         return f"SELECT * FROM {function}(" + ", ".join(
             sql_string(x) for x in [self.view.definition.query, *leading] + pairs) + ")"
+
+
+def known_dearer(run: Run) -> Estimate | None:
+    """Under REFRESH POLICY AUTO (or for EXPLAIN), a full refresh when the view's incremental
+    refreshes of this change's kind all took longer than a full one would, whatever the change's
+    size (estimate.by_kind); asked after the change is read by a view with a WATERMARK, whose late
+    rows are found there, and before that by the others (refresh._weighed_before_reading).
+
+    Example: Nexmark's q7 (TUMBLE, EMIT ON WINDOW CLOSE) at 1M bids, repriced and withdrawn bids:
+    such a change took 4.1 s incrementally, a full refresh 2.0 s: its late rows written, it goes full.
+    """
+    if not run.dry and run.view.definition.policy != "AUTO":
+        return None
+    return estimate.by_kind(run.spark, run.view.name, run.sizes, run.previous, run.previous_end, bool(run.updated))
 
 
 def advanced(run: Run, latest: list[int | None]) -> tuple[int | None, int | None]:

@@ -12,12 +12,12 @@ from dataclasses import replace
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from mv import open_windows, progress, session_lateness, watermark, writes
+from mv import estimate, open_windows, progress, session_lateness, watermark, writes
 from mv.combine import folded
 from mv.history import write_late_rows
 from mv.internal_columns import CHANGED, CHANGES, FIRST, GROUP, HI, LAST, LO, OP, SESSION, SIGN, STARTS, T, TOUCHED
 from mv.query import interval_micros, micros_sql, quote, time_sql
-from mv.run import INFINITY, Run, advanced, source_time_type
+from mv.run import INFINITY, Run, advanced, known_dearer, source_time_type
 from mv.state import RefreshState
 
 def refresh_sessions(run: Run, changes: str, state: RefreshState) -> tuple[RefreshState, writes.Write]:
@@ -42,6 +42,8 @@ def refresh_sessions(run: Run, changes: str, state: RefreshState) -> tuple[Refre
     open_from, settled = None, False
     if late_sessions(run):
         state, changes, retracted = session_watermark(run, changes)
+        if (known := known_dearer(run)) is not None and known.switches:  # its late rows are written
+            raise estimate.FullCheaper(known)
         if run.view.definition.emit == "WINDOW CLOSE":
             open_from = run.previous.open_from if run.previous.open_from is not None else -INFINITY
             settled = session_lateness.settled(run, run.previous.watermark,

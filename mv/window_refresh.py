@@ -20,7 +20,7 @@ from mv.combine import Combination, added, combinable, combine
 from mv.history import write_late_rows
 from mv.internal_columns import EMPTY, NEEDS, PART, SIGN, T, TOUCHED, WE, WS
 from mv.query import interval_micros, micros_sql, quote, sql_string, time_sql
-from mv.run import INFINITY, Run, advanced, closed_bound
+from mv.run import INFINITY, Run, advanced, closed_bound, known_dearer
 from mv.state import RefreshState
 
 # Affected windows are recomputed over at most this many time ranges (the closest ones joined).
@@ -135,7 +135,13 @@ def weigh(run: Run, affected, newly_closed, combining: bool,
     too small to need one (under SMALL_CHANGE of its sources' bytes). Asked only for it (EXPLAIN), it
     raises estimate.Estimated instead, before anything is written. `kept_open`, when the open
     windows are kept: the windows recomputed from the source (kept_how's 'recomputed'); windows
-    closing now come from the open-window table."""
+    closing now come from the open-window table. Under a watermark, whatever the change's size, the
+    view's refreshes of the change's kind may already say full (run.known_dearer)."""
+    known = known_dearer(run) if run.view.definition.watermark_column else None
+    if known is not None:
+        if run.dry:
+            raise estimate.Estimated(known)
+        return known
     writes_windows = bool(affected or newly_closed)
     if not run.dry and (run.view.definition.policy != "AUTO" or run.sizes.small_change or not writes_windows):
         return None
