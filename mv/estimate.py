@@ -63,13 +63,21 @@ TRY_FULL_WITHIN = 3.0
 @dataclass(frozen=True)
 class Past:
     """One earlier refresh of the view: its technique, the work it did (bytes; None when it was
-    not weighed), its duration, its reason (None in states kept before reasons were) and whether
-    its change took rows away (`retracts`: updates or deletes; None where not known)."""
+    not weighed), its duration, its reason (None in states kept before reasons were), whether
+    its change took rows away (`retracts`: updates or deletes; None where not known) and, for a
+    full refresh AUTO switched to once it had read the change (FULL_CHEAPER), the seconds it had
+    spent by then (`switched_s`)."""
     technique: str
     work_bytes: int | None
     duration_s: float
     reason: str | None = None
     retracts: bool | None = None
+    switched_s: float = 0.0
+
+    @property
+    def own_s(self) -> float:
+        """The seconds its technique took: a full refresh AUTO switched to, without the change's reading."""
+        return max(0.0, self.duration_s - self.switched_s)
 
 
 @dataclass(frozen=True)
@@ -219,11 +227,11 @@ def alike(past: list[Past], retracts: bool | None) -> list[Past]:
 
 
 def dearer_by_kind(past: list[Past], retracts: bool | None, change_bytes: int, full_bytes: int,
-                   min_work: int = MIN_WORK) -> Estimate | None:
-    """A full refresh (the estimate of both), before the change is read, when every incremental
+                   min_work: int = MIN_WORK, spent: float = 0.0) -> Estimate | None:
+    """A full refresh (the estimate of both), whatever the change's size, when every incremental
     refresh of the change's kind among the view's newest (`alike`) took longer than a full refresh
-    of today's sources would (`full_bytes` at the full refreshes' rate; the first refresh's rate,
-    which overstates it, when none other is measured): whatever its size, such a change costs at
+    of today's sources would (`_full_seconds`), after the `spent` seconds this refresh already
+    took (reading the change, under a watermark): whatever its size, such a change costs at
     least that. A change that takes rows away, of a kind not yet measured, costs at least what
     the view's appends did (it does all they do, and reads the view and nets). While the full side
     is known only from the view's first refresh (which overstates it), a full refresh is tried once
@@ -241,16 +249,28 @@ def dearer_by_kind(past: list[Past], retracts: bool | None, change_bytes: int, f
     same, kind = alike(past, retracts), retracts
     if not same and retracts:
         same, kind = alike(past, False), False
-    rate = _full_rate(past, min_work)
-    if not same or rate is None:
+    full_s = _full_seconds(past, full_bytes, min_work)
+    if not same or full_s is None:
         return None
-    fastest, full_s = min(p.duration_s for p in same), round(full_bytes * rate, 1)
+    fastest, full_s = min(p.duration_s for p in same), round(full_s + spent, 1)
     measured = any(p.technique == "full" and p.reason != FIRST_REFRESH for p in past)
     tries = not measured and kind == retracts and fastest <= full_s < TRY_FULL_WITHIN * fastest
     if fastest <= full_s and not tries:
         return None
     return Estimate(change_bytes, full_bytes, round(fastest, 1), full_s, at_least=True, tries_full=tries,
                     by_kind=kind)
+
+
+def _full_seconds(past: list[Past], full_bytes: int, min_work: int) -> float | None:
+    """What a full refresh of `full_bytes` of work would take: at the full refreshes' rate (`_full_rate`);
+    for work under `min_work`, where no rate is measured, the median time of the full refreshes
+    other than the first (mostly fixed costs, as theirs; Nexmark's q8 at 1M bids reads 4 MB). None
+    when neither is known."""
+    rate = _full_rate(past, min_work)
+    if rate is not None:
+        return full_bytes * rate
+    measured = [p.own_s for p in past if p.technique == "full" and p.reason != FIRST_REFRESH]
+    return statistics.median(measured) if measured and full_bytes < min_work else None
 
 
 def _full_rate(past: list[Past], min_work: int) -> float | None:
@@ -262,7 +282,7 @@ def _full_rate(past: list[Past], min_work: int) -> float | None:
 
 def _rate(past: list[Past], min_work: int, fixed: float) -> float | None:
     """Seconds per byte beyond `fixed`: the median over refreshes that did at least `min_work`."""
-    rates = [max(0.0, p.duration_s - fixed) / p.work_bytes for p in past if p.work_bytes and p.work_bytes >= min_work]
+    rates = [max(0.0, p.own_s - fixed) / p.work_bytes for p in past if p.work_bytes and p.work_bytes >= min_work]
     return statistics.median(rates) if rates else None
 
 
@@ -286,14 +306,15 @@ def before_reading(spark: SparkSession, view: str, sizes: Sizes, previous: Refre
 
 
 def by_kind(spark: SparkSession, view: str, sizes: Sizes, previous: RefreshState | None,
-            previous_end: float | None, retracts: bool | None) -> Estimate | None:
+            previous_end: float | None, retracts: bool | None, spent: float = 0.0) -> Estimate | None:
     """`dearer_by_kind` for a change of the kind `retracts` says to `view` (`sizes`, from the log),
-    from the newest refreshes the `previous` refresh's state keeps; None when it keeps none, or the
-    full refresh's work is not known. It reads no file: any shape, any time in a refresh."""
+    from the newest refreshes the `previous` refresh's state keeps, `spent` seconds into this one;
+    None when it keeps none, or the full refresh's work is not known. It reads no file: any shape,
+    any time in a refresh."""
     if sizes.full is None or previous is None or not previous.recent or previous_end is None:
         return None
     return dearer_by_kind(past(spark, view, previous, previous_end), retracts, (sizes.change or 0) + sizes.joined,
-                          sizes.full, _min_work(spark))
+                          sizes.full, _min_work(spark), spent)
 
 
 def planned(spark: SparkSession, view: str, query: str, incremental: tuple[str | None, str], sizes: Sizes,
@@ -350,13 +371,13 @@ def past(spark: SparkSession, view: str, previous: RefreshState | None, previous
 
 
 def recent(past_refreshes: list[Past], technique: str, work_bytes: int | None, duration_s: float,
-           reason: str | None, retracts: bool | None = None) -> list[list]:
+           reason: str | None, retracts: bool | None = None, switched_s: float = 0.0) -> list[list]:
     """The newest refreshes a new state keeps (RefreshState.recent): `past_refreshes` (`past`), then
     this one, timed up to now: the next refresh times it up to its commit; whether its change took
-    rows away (`retracts`) last.
+    rows away (`retracts`) and when it switched to a full refresh (`switched_s`) last.
 
     Example: past [Past("full", 9000, 2.4, "FIRST_REFRESH")], this refresh incremental, 300 bytes, 0.4 s so far:
-        [["full", 9000, 2.4, "FIRST_REFRESH", None], ["incremental", 300, 0.4, "CHANGES_ONLY", False]]
+        [["full", 9000, 2.4, "FIRST_REFRESH", None, 0.0], ["incremental", 300, 0.4, "CHANGES_ONLY", False, 0.0]]
     """
-    kept = [[p.technique, p.work_bytes, p.duration_s, p.reason, p.retracts] for p in past_refreshes]
-    return (kept + [[technique, work_bytes, duration_s, reason, retracts]])[-PAST_REFRESHES:]
+    kept = [[p.technique, p.work_bytes, p.duration_s, p.reason, p.retracts, p.switched_s] for p in past_refreshes]
+    return (kept + [[technique, work_bytes, duration_s, reason, retracts, switched_s]])[-PAST_REFRESHES:]

@@ -241,7 +241,7 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
             outcome.duration_s = round(time.time() - started, 3)
             new_state = replace(new_state, metrics=_metrics(outcome), recent=estimate.recent(
                 estimate.past(spark, view.name, previous, run.previous_end) if previous else [],
-                outcome.technique, outcome.work_bytes, outcome.duration_s, outcome.reason, retracts))
+                outcome.technique, outcome.work_bytes, outcome.duration_s, outcome.reason, retracts, run.switched_s))
             progress.phase(view.name, "merging")
             outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = _commit(run, new_state, write)
         finally:
@@ -273,6 +273,7 @@ def _recomputed(run: Run, technique: str) -> tuple[RefreshState, Write]:
         outcome.technique, outcome.reason = "full", "SOURCE_REPLACED"  # dropped and created again
     except estimate.FullCheaper as cheaper:  # AUTO: the estimate says a full refresh costs less
         outcome.technique, outcome.reason, outcome.work_bytes = "full", "FULL_CHEAPER", cheaper.estimate.full_bytes
+        run.switched_s = round(time.time() - outcome.started_at, 3)
     return _full(run)
 
 

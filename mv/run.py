@@ -7,6 +7,7 @@ Example:
 """
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -74,6 +75,7 @@ class Run:
     # The sources whose change may hold updates, as their logs say (change files or removed files
     # since the previous refresh): their changes are netted (change_feed.netted)
     updated: frozenset[str] = frozenset()
+    switched_s: float = 0.0  # when AUTO switched to a full refresh after reading the change (estimate.Past)
 
     @property
     def columns(self) -> list[str]:
@@ -136,15 +138,17 @@ class Run:
 def known_dearer(run: Run) -> Estimate | None:
     """Under REFRESH POLICY AUTO (or for EXPLAIN), a full refresh when the view's incremental
     refreshes of this change's kind all took longer than a full one would, whatever the change's
-    size (estimate.by_kind); asked after the change is read by a view with a WATERMARK, whose late
-    rows are found there, and before that by the others (refresh._weighed_before_reading).
+    size (estimate.by_kind), after the seconds this refresh has spent (reading the change); asked
+    after the change is read by a view with a WATERMARK, whose late rows are found there, and
+    before that by the others (refresh._weighed_before_reading).
 
     Example: Nexmark's q7 (TUMBLE, EMIT ON WINDOW CLOSE) at 1M bids, repriced and withdrawn bids:
     such a change took 4.1 s incrementally, a full refresh 2.0 s: its late rows written, it goes full.
     """
     if not run.dry and run.view.definition.policy != "AUTO":
         return None
-    return estimate.by_kind(run.spark, run.view.name, run.sizes, run.previous, run.previous_end, bool(run.updated))
+    return estimate.by_kind(run.spark, run.view.name, run.sizes, run.previous, run.previous_end, bool(run.updated),
+                            spent=time.time() - run.outcome.started_at)
 
 
 def advanced(run: Run, latest: list[int | None]) -> tuple[int | None, int | None]:
