@@ -53,6 +53,8 @@ WEIGH_CHANGE = 0.1
 # A change under this share of its sources' bytes is refreshed incrementally without an estimate:
 # only a scattered change could make that cost a full refresh's, and then the two cost about the same.
 SMALL_CHANGE = 0.01
+# The reason of a full refresh AUTO chose.
+FULL_CHEAPER = "FULL_CHEAPER"
 # The reason of a view's first refresh, whose rate is a full refresh's only until another is measured.
 FIRST_REFRESH = "FIRST_REFRESH"
 # A full refresh known only from the first is tried when it is estimated under this many times the
@@ -264,12 +266,12 @@ def dearer_by_kind(past: list[Past], retracts: bool | None, change_bytes: int, f
 def _full_seconds(past: list[Past], full_bytes: int, min_work: int) -> float | None:
     """What a full refresh of `full_bytes` of work would take: at the full refreshes' rate (`_full_rate`);
     for work under `min_work`, where no rate is measured, the median time of the full refreshes
-    other than the first (mostly fixed costs, as theirs; Nexmark's q8 at 1M bids reads 4 MB). None
-    when neither is known."""
+    AUTO chose (FULL_CHEAPER: mostly fixed costs, as theirs; Nexmark's q8 at 1M bids reads 4 MB;
+    the others also created the view, or repaired it). None when neither is known."""
     rate = _full_rate(past, min_work)
     if rate is not None:
         return full_bytes * rate
-    measured = [p.own_s for p in past if p.technique == "full" and p.reason != FIRST_REFRESH]
+    measured = [p.own_s for p in past if p.technique == "full" and p.reason == FULL_CHEAPER]
     return statistics.median(measured) if measured and full_bytes < min_work else None
 
 

@@ -272,7 +272,7 @@ def _recomputed(run: Run, technique: str) -> tuple[RefreshState, Write]:
     except change_feed.SourceReplaced:
         outcome.technique, outcome.reason = "full", "SOURCE_REPLACED"  # dropped and created again
     except estimate.FullCheaper as cheaper:  # AUTO: the estimate says a full refresh costs less
-        outcome.technique, outcome.reason, outcome.work_bytes = "full", "FULL_CHEAPER", cheaper.estimate.full_bytes
+        outcome.technique, outcome.reason, outcome.work_bytes = "full", estimate.FULL_CHEAPER, cheaper.estimate.full_bytes
         run.switched_s = round(time.time() - outcome.started_at, 3)
     return _full(run)
 
@@ -327,10 +327,10 @@ def _weighed_before_reading(spark: SparkSession, view: View, info: QueryInfo, si
         upfront = estimate.before_reading(spark, view.name, sizes, previous, previous_end, retracts) \
             if weighed(info) else estimate.by_kind(spark, view.name, sizes, previous, previous_end, retracts)
     if upfront is not None and upfront.switches and auto:
-        chosen = Plan("full", "FULL_CHEAPER")
+        chosen = Plan("full", estimate.FULL_CHEAPER)
     if dry and chosen.technique != "incremental":
         raise estimate.Estimated(upfront)
-    return chosen, upfront.full_bytes if chosen.reason == "FULL_CHEAPER" else None
+    return chosen, upfront.full_bytes if chosen.reason == estimate.FULL_CHEAPER else None
 
 
 def _chosen(spark: SparkSession, view: View, info: QueryInfo, found: Stored, full: bool,
