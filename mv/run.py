@@ -142,8 +142,9 @@ def known_dearer(run: Run) -> Estimate | None:
     after the change is read by a view with a WATERMARK, whose late rows are found there, and
     before that by the others (refresh._weighed_before_reading).
 
-    Example: Nexmark's q7 (TUMBLE, EMIT ON WINDOW CLOSE) at 1M bids, repriced and withdrawn bids:
-    such a change took 4.1 s incrementally, a full refresh 2.0 s: its late rows written, it goes full.
+    Example: Nexmark's q7 (TUMBLE, EMIT ON WINDOW CLOSE) at 1M bids, repriced and withdrawn bids
+    (bench.nexmark): such changes took 3.2-3.3 s incrementally, a full refresh 1.4-1.8 s; the next
+    one, its late rows written, goes full.
     """
     if not run.dry and run.view.definition.policy != "AUTO":
         return None
