@@ -42,7 +42,8 @@ def refresh_sessions(run: Run, changes: str, state: RefreshState) -> tuple[Refre
     open_from, settled = None, False
     if late_sessions(run):
         state, changes, retracted = session_watermark(run, changes)
-        if (known := known_dearer(run)) is not None and known.switches:  # its late rows are written
+        on_time = run.outcome.rows_read > run.outcome.late_rows  # else nothing but late rows to write
+        if on_time and (known := known_dearer(run)) is not None and known.switches:  # its late rows written
             raise estimate.FullCheaper(known)
         if run.view.definition.emit == "WINDOW CLOSE":
             open_from = run.previous.open_from if run.previous.open_from is not None else -INFINITY

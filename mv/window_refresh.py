@@ -137,13 +137,15 @@ def weigh(run: Run, affected, newly_closed, combining: bool,
     windows are kept: the windows recomputed from the source (kept_how's 'recomputed'); windows
     closing now come from the open-window table. Under a watermark, whatever the change's size, the
     view's refreshes of the change's kind may already say full (run.known_dearer)."""
+    writes_windows = bool(affected or newly_closed)
+    if not run.dry and (run.view.definition.policy != "AUTO" or not writes_windows):
+        return None
     known = known_dearer(run) if run.view.definition.watermark_column else None
     if known is not None:
         if run.dry:
             raise estimate.Estimated(known)
         return known
-    writes_windows = bool(affected or newly_closed)
-    if not run.dry and (run.view.definition.policy != "AUTO" or run.sizes.small_change or not writes_windows):
+    if not run.dry and run.sizes.small_change:
         return None
     if not writes_windows:
         raise estimate.Estimated(None)

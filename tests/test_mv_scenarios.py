@@ -539,6 +539,24 @@ def test_sessions_under_emit_on_window_close_appear_once_closed_and_late_rows_wa
     assert rows(spark, view)[0] == ("00:00", "00:08", "a", 2)  # bid 5 stays out: final sessions stay final
 
 
+@pytest.mark.parametrize("full", [True, False])
+def test_a_late_row_inside_a_session_still_open_stays_out_of_it_when_it_closes(spark, given, full):
+    """A recomputation undoes the late changes of the rows it reads (session_lateness.without_late):
+    f at 00:01 is late by the watermark alone (00:01 + 5 minutes <= 00:25), yet inside f's session,
+    open until 00:33; a full refresh recomputes that session from the source."""
+    chain = [bid(i, "f", f"00:{4 * i:02d}", 1) for i in range(8)]   # f every 4 minutes, 00:00-00:28
+    bids = given.bids(*chain, bid(8, "a", "00:30", 1))
+    view = given.view(SESSIONS.format(bids=bids), ON_CLOSE)          # watermark 00:25: f still open
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(9, 'f', '00:01', 1))}")
+    assert refresh(spark, view).late_rows == 1
+
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(10, 'a', '00:50', 1))}")   # watermark 00:45
+    outcome = refresh(spark, view, full=full)
+
+    assert outcome.technique == ("full" if full else "incremental"), outcome
+    assert rows(spark, view) == [("00:00", "00:33", "f", 8), ("00:30", "00:35", "a", 1)]
+
+
 def test_sessions_closing_for_the_first_time_are_appended_without_a_merge(spark, given):
     bids = given.bids(bid(1, "a", "00:00", 1), bid(2, "a", "00:03", 1), bid(3, "b", "00:01", 1))
     view = given.view(SESSIONS.format(bids=bids), ON_CLOSE)
