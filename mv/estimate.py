@@ -206,8 +206,7 @@ def weigh(incremental_bytes: int, full_bytes: int, past: list[Past], min_work: i
         Estimate(incremental_bytes=1048576, full_bytes=14680064, incremental_s=2.5, full_s=4.8, ..., tries_full=True)
     """
     incremental = alike(past, retracts) or [p for p in past if p.technique == "incremental"]
-    full = [p for p in past if p.technique == "full"]
-    measured = [p for p in full if p.reason != FIRST_REFRESH]
+    measured = _measured_full(past)
     fixed = min((p.duration_s for p in incremental), default=0.0)
     rates = {"incremental": _rate(incremental, min_work, fixed), "full": _full_rate(past, min_work)}
     inc_rate = rates["incremental"] if rates["incremental"] is not None else rates["full"]
@@ -255,8 +254,7 @@ def dearer_by_kind(past: list[Past], retracts: bool | None, change_bytes: int, f
     if not same or full_s is None:
         return None
     fastest, full_s = min(p.duration_s for p in same), round(full_s + spent, 1)
-    measured = any(p.technique == "full" and p.reason != FIRST_REFRESH for p in past)
-    tries = not measured and kind == retracts and fastest <= full_s < TRY_FULL_WITHIN * fastest
+    tries = not _measured_full(past) and kind == retracts and fastest <= full_s < TRY_FULL_WITHIN * fastest
     if fastest <= full_s and not tries:
         return None
     return Estimate(change_bytes, full_bytes, round(fastest, 1), full_s, at_least=True, tries_full=tries,
@@ -278,8 +276,12 @@ def _full_seconds(past: list[Past], full_bytes: int, min_work: int) -> float | N
 def _full_rate(past: list[Past], min_work: int) -> float | None:
     """A full refresh's seconds per byte (`_rate`): the first refresh's only while no other full
     refresh is among `past` (it also created the view's tables)."""
-    full = [p for p in past if p.technique == "full"]
-    return _rate([p for p in full if p.reason != FIRST_REFRESH] or full, min_work, 0.0)
+    return _rate(_measured_full(past) or [p for p in past if p.technique == "full"], min_work, 0.0)
+
+
+def _measured_full(past: list[Past]) -> list[Past]:
+    """The full refreshes of `past` but the first, which also created the view's tables."""
+    return [p for p in past if p.technique == "full" and p.reason != FIRST_REFRESH]
 
 
 def _rate(past: list[Past], min_work: int, fixed: float) -> float | None:
