@@ -248,14 +248,21 @@ def _history(args: argparse.Namespace, out: TextIO) -> int:
     shown = [(r.refresh_id, _utc(r.started_us), f"{r.duration_s:.1f}", r.technique, r.reason, r.rows_read,
               r.rows_inserted, r.rows_updated, r.rows_deleted, r.late_rows,
               (_utc(r.watermark_micros) + (" (idle)" if r.watermark_idle else "")) if r.watermark_micros is not None
-              else None) for r in rows]
+              else None, _estimated(r)) for r in rows]
     header = ["id", "started (UTC)", "seconds", "technique", "reason", "read", "inserted", "updated",
-              "deleted", "late", "watermark (UTC)"]
+              "deleted", "late", "watermark (UTC)", "estimated (s)"]
     print(console.table(header, shown, right=[h not in ("started (UTC)", "technique", "reason") for h in header])
           if shown else f"{view.name} has no refreshes in its history", file=out)
     if args.plot:
         print(f"chart: {chart.plot_history(view.name, rows, args.plot)}", file=out)
     return 0
+
+
+def _estimated(row) -> str | None:
+    """`mv history`'s last column: AUTO's estimate of the refresh in seconds, incrementally/in full."""
+    if row.estimated_incremental_s is None or row.estimated_full_s is None:
+        return None
+    return f"{row.estimated_incremental_s:.1f}/{row.estimated_full_s:.1f}"
 
 
 def _drop(args: argparse.Namespace, out: TextIO) -> int:

@@ -17,7 +17,8 @@ from typing import Iterator
 
 from pyspark.sql import DataFrame, SparkSession
 
-from mv import catalog, delta_tables, errors, internal_columns, maintainer, plan, refresh, schedule, statements
+from mv import (catalog, delta_tables, errors, estimate, history, internal_columns, maintainer, plan, refresh,
+                schedule, statements)
 from mv.catalog import View
 from mv.names import TableName
 from mv.query import QueryInfo, describe, interval_micros, sql_string
@@ -327,7 +328,20 @@ def explain(spark: SparkSession, statement: Explain) -> list[tuple]:
     unweighed = "none: nothing to weigh (no pending change, a full refresh, or not a window query)"
     return [("technique", chosen.technique), ("reason", chosen.reason), ("shape", info.shape),
             ("sources", ", ".join(info.source_tables)), ("row_key", ", ".join(info.group_by or info.partition_by or [])),
-            ("estimate", weighed.describe() if weighed else unweighed)] + _terms(info) + _operators(info) + deploy
+            ("estimate", weighed.describe() if weighed else unweighed)] + _last_refresh(spark, view, previous) \
+        + _terms(info) + _operators(info) + deploy
+
+
+def _last_refresh(spark: SparkSession, view: View, create: str | None) -> list[tuple]:
+    """EXPLAIN's `last_refresh` row: how the view's newest refresh ran and how far AUTO's estimate
+    of it was off (estimate.hindsight); none before the view exists (`create`)."""
+    if create is not None:
+        return []
+    last = history.of_view(spark, view.name, newest=1).first()
+    if last is None:
+        return []
+    return [("last_refresh", f"{last.refresh_id}: " + estimate.hindsight(
+        last.technique, last.reason, last.duration_s, last.estimated_incremental_s, last.estimated_full_s))]
 
 
 def _terms(info) -> list[tuple]:

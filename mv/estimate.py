@@ -176,6 +176,25 @@ class Estimate:
                        if self.small_change else "")
 
 
+def hindsight(technique: str, reason: str, duration_s: float, incremental_s: float | None,
+              full_s: float | None) -> str:
+    """EXPLAIN's `last_refresh` row: how the view's last refresh ran, and how far AUTO's estimate of
+    it was off (the history's estimated_incremental_s and estimated_full_s, seconds from its start:
+    `Outcome.weighed`) on the side it ran.
+
+    Example:
+        >>> hindsight("incremental", "CHANGES_ONLY", 3.1, 2.5, 4.0)
+        'incremental (CHANGES_ONLY) in 3.1 s; estimated incremental 2.5 s (took 1.24x that), full 4.0 s'
+    """
+    ran = f"{technique} ({reason}) in {duration_s:.1f} s"
+    if incremental_s is None or full_s is None:
+        return f"{ran}; not estimated in seconds"
+    def side(name: str, seconds: float) -> str:
+        took = f" (took {duration_s / seconds:.2f}x that)" if name == technique and seconds > 0 else ""
+        return f"{name} {seconds:.1f} s{took}"
+    return f"{ran}; estimated {side('incremental', incremental_s)}, {side('full', full_s)}"
+
+
 class FullCheaper(Exception):
     """Raised by an incremental refresh whose estimate says a full refresh costs less (AUTO only)."""
 

@@ -217,9 +217,10 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
     previous_end = last_refresh_end(tables[view.name])
     updated = frozenset(s for s in info.source_tables if (looked_up or {}).get(s, tables[s]).change_retracts)
     retracts = bool(updated) if weighs else None  # the change's kind, for AUTO's estimate and the next ones
-    chosen, work = _weighed_before_reading(spark, view, info, sizes, chosen, dry, previous, previous_end, retracts)
+    chosen, upfront = _weighed_before_reading(spark, view, info, sizes, chosen, dry, previous, previous_end, retracts)
     outcome = Outcome(view.name, chosen.technique, chosen.reason, refresh_id, targets, started_at=started,
-                      work_bytes=work)
+                      work_bytes=upfront.full_bytes if upfront and chosen.reason == estimate.FULL_CHEAPER else None)
+    outcome.weighed(upfront)
     run = Run(spark, view, info, previous, targets, outcome, marker=found.marker,
               source_ids={s: tables[s].id for s in info.source_tables}, now=now, dry=dry, sizes=sizes,
               open_state=open_windows.kept(view, info, previous, tables.get(view.open_table)),
@@ -313,10 +314,10 @@ def _schema_checked(view: View, info: QueryInfo, previous: RefreshState, tables:
 
 def _weighed_before_reading(spark: SparkSession, view: View, info: QueryInfo, sizes: estimate.Sizes, chosen: Plan,
                             dry: bool, previous: RefreshState | None, previous_end: float | None,
-                            retracts: bool | None) -> tuple[Plan, int | None]:
+                            retracts: bool | None) -> tuple[Plan, estimate.Estimate | None]:
     """Under REFRESH POLICY AUTO, a full refresh (FULL_CHEAPER) when the change alone, before it is
     read, costs more (mv/estimate.py), or the view's incremental refreshes of its kind (`retracts`:
-    it takes rows away) took longer than a full one would, with that refresh's work; else `chosen`.
+    it takes rows away) took longer than a full one would; else `chosen`; with the estimate, if any.
     The change's size only for the shapes AUTO weighs (the others, sessions, by their kind alone),
     and neither under a watermark: a change read is where late rows are found and kept
     (`<view>__late`), so such a view is weighed after reading it (run.known_dearer).
@@ -330,7 +331,7 @@ def _weighed_before_reading(spark: SparkSession, view: View, info: QueryInfo, si
         chosen = Plan("full", estimate.FULL_CHEAPER)
     if dry and chosen.technique != "incremental":
         raise estimate.Estimated(upfront)
-    return chosen, upfront.full_bytes if chosen.reason == estimate.FULL_CHEAPER else None
+    return chosen, upfront
 
 
 def _chosen(spark: SparkSession, view: View, info: QueryInfo, found: Stored, full: bool,
@@ -353,7 +354,7 @@ def _last_refresh_id(spark: SparkSession, view: View) -> int:
 
 def _metrics(outcome: Outcome) -> dict:
     keys = ("technique", "reason", "rows_read", "late_rows", "groups_combined", "groups_recomputed",
-            "started_at", "duration_s", "watermark_idle", "work_bytes")
+            "started_at", "duration_s", "watermark_idle", "work_bytes", "estimated_incremental_s", "estimated_full_s")
     return {k: getattr(outcome, k) for k in keys}
 
 

@@ -303,7 +303,7 @@ def _weigh(run: Run, parts: list[tuple[int, str, str]], reads_view: bool) -> Non
     found = estimate.planned(run.spark, run.view.name, run.query, (source, view if reads_view else None),
                              run.sizes, spent=time.time() - run.outcome.started_at, previous=run.previous,
                              previous_end=run.previous_end, retracts=bool(run.updated))
-    found = replace(found, small_change=found.small_change and not several)
+    found = run.outcome.weighed(replace(found, small_change=found.small_change and not several))
     run.outcome.work_bytes = found.incremental_bytes + (run.sizes.change or 0)
     if run.dry:
         raise estimate.Estimated(found)

@@ -44,6 +44,23 @@ class Outcome:
     work_bytes: int | None = None  # what it read and matched, as planned (mv/estimate.py), when weighed
     started_at: float = 0.0
     duration_s: float = 0.0
+    # AUTO's last estimate of this refresh in seconds from its start, incrementally and in full (the
+    # history's estimated_incremental_s and estimated_full_s): the duration says how far it was off
+    estimated_incremental_s: float | None = None
+    estimated_full_s: float | None = None
+
+    def weighed(self, found: Estimate | None) -> Estimate | None:
+        """`found`, kept as this refresh's estimate when it has seconds, both sides counted from the
+        refresh's start: a by-kind estimate (estimate.dearer_by_kind) already is; the others price
+        what is left of the refresh, after the seconds it has spent.
+
+        Example: weighed 1.5 s in, incremental 2.0 s, full 4.0 s: kept as 3.5 s and 5.5 s.
+        """
+        if found is not None and found.incremental_s is not None and found.full_s is not None:
+            spent = 0.0 if found.by_kind is not None else time.time() - self.started_at
+            self.estimated_incremental_s = round(found.incremental_s + spent, 2)
+            self.estimated_full_s = round(found.full_s + spent, 2)
+        return found
 
 
 INFINITY = 2 ** 62  # µs: later than any time, and still room to add a gap
@@ -148,8 +165,8 @@ def known_dearer(run: Run) -> Estimate | None:
     """
     if not run.dry and run.view.definition.policy != "AUTO":
         return None
-    return estimate.by_kind(run.spark, run.view.name, run.sizes, run.previous, run.previous_end, bool(run.updated),
-                            spent=time.time() - run.outcome.started_at)
+    return run.outcome.weighed(estimate.by_kind(run.spark, run.view.name, run.sizes, run.previous, run.previous_end,
+                                                bool(run.updated), spent=time.time() - run.outcome.started_at))
 
 
 def advanced(run: Run, latest: list[int | None]) -> tuple[int | None, int | None]:

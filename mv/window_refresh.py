@@ -157,10 +157,10 @@ def weigh(run: Run, affected, newly_closed, combining: bool,
     else:
         read = closing if combining else written
     source = f"SELECT * FROM ({run.query}) WHERE {read}" if read else None
-    found = estimate.planned(run.spark, run.view.name, run.query,
-                             (source, f"SELECT * FROM {run.view.name} WHERE {written}"), run.sizes,
-                             spent=time.time() - run.outcome.started_at, previous=run.previous,
-                             previous_end=run.previous_end, retracts=bool(run.updated))
+    found = run.outcome.weighed(estimate.planned(
+        run.spark, run.view.name, run.query, (source, f"SELECT * FROM {run.view.name} WHERE {written}"), run.sizes,
+        spent=time.time() - run.outcome.started_at, previous=run.previous, previous_end=run.previous_end,
+        retracts=bool(run.updated)))
     run.outcome.work_bytes = found.incremental_bytes + (run.sizes.change or 0)  # its rate covers the change too
     if run.dry:
         raise estimate.Estimated(found)

@@ -4,13 +4,15 @@ the cheaper, with its own reason (FULL_CHEAPER); EXPLAIN shows the estimate and 
 Oracles: the view's query recomputed in full, and a twin view under REFRESH POLICY INCREMENTAL,
 which never switches.
 """
+import time
 from dataclasses import replace
 
 import pytest
 
 from mv.delta_tables import Table
 from mv import delta_tables, refresh, state
-from mv.estimate import MB, PAST_REFRESHES, Past, Sizes, dearer_by_kind, joined, past, weigh
+from mv.estimate import MB, PAST_REFRESHES, Estimate, Past, Sizes, dearer_by_kind, hindsight, joined, past, weigh
+from mv.run import Outcome
 from mv.query import Read
 from mv.settings import session_settings
 
@@ -186,6 +188,25 @@ def test_a_small_change_is_not_switched_whatever_the_estimate():
     assert not type(estimate)(300 * MB, 200 * MB, small_change=True).switches and estimate.switches
 
 
+def test_the_estimate_kept_with_a_refresh_counts_both_sides_from_its_start():
+    """The history's estimated_* columns compare with its duration_s: an estimate of what is left of
+    a refresh has the seconds it had spent added; a by-kind one already counts them."""
+    outcome = Outcome("v", "incremental", "CHANGES_ONLY", started_at=time.time() - 1.5)
+    outcome.weighed(Estimate(MB, 9 * MB, incremental_s=2.0, full_s=4.0))
+    assert 3.5 <= outcome.estimated_incremental_s < 3.8 and 5.5 <= outcome.estimated_full_s < 5.8  # 1.5 s in
+    outcome.weighed(Estimate(MB, 9 * MB, incremental_s=3.9, full_s=1.8, at_least=True, by_kind=True))
+    assert (outcome.estimated_incremental_s, outcome.estimated_full_s) == (3.9, 1.8)
+    outcome.weighed(Estimate(MB, 9 * MB))  # bytes alone: the last estimate in seconds stays
+    assert (outcome.estimated_incremental_s, outcome.estimated_full_s) == (3.9, 1.8)
+
+
+def test_hindsight_says_how_far_the_side_that_ran_was_from_its_estimate():
+    assert hindsight("full", "FULL_CHEAPER", 3.0, 5.0, 2.5) == \
+        "full (FULL_CHEAPER) in 3.0 s; estimated incremental 5.0 s, full 2.5 s (took 1.20x that)"
+    assert hindsight("incremental", "CHANGES_ONLY", 0.9, None, None) == \
+        "incremental (CHANGES_ONLY) in 0.9 s; not estimated in seconds"
+
+
 @pytest.fixture(scope="module")
 def views(spark):
     """Three files of source rows, ten windows each, and the two views over them."""
@@ -245,6 +266,20 @@ def test_a_change_in_one_window_is_weighed_and_refreshed_incrementally(spark, vi
     first_full = spark.sql("SELECT work_bytes FROM mv_refresh_history('default', 'est_auto')").first()[0]
     assert first_full > 0 and latest(spark, "est_auto").work_bytes > 0  # both recorded what they did
     assert_views_equal_their_query(spark)
+
+
+def test_the_history_and_explain_say_how_far_the_last_estimate_was_off(spark, views):
+    spark.sql(f"INSERT INTO {SOURCE} SELECT id, 3, timestamp_seconds(1704067200 + 600 * 2) FROM range(3000000, 3001000)")
+    with session_settings(spark, {"mv.estimate.minWorkBytes": "1"}):  # this suite's tiny refreshes give rates
+        refreshed(spark, "est_auto")
+        plan = explained(spark, "est_auto")
+    last = spark.sql("SELECT refresh_id, technique, duration_s, estimated_incremental_s, estimated_full_s "
+                     "FROM mv_refresh_history('default', 'est_auto', '1')").first()
+    ran = last.estimated_incremental_s if last.technique == "incremental" else last.estimated_full_s
+
+    assert last.estimated_incremental_s > 0 and last.estimated_full_s > 0
+    assert plan["last_refresh"].startswith(f"{last.refresh_id}: {last.technique} (")
+    assert f"took {last.duration_s / ran:.2f}x that" in plan["last_refresh"]
 
 
 def test_a_change_larger_than_a_full_refresh_is_refreshed_in_full_under_auto(spark, views):

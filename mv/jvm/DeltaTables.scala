@@ -176,6 +176,7 @@ object DeltaTables {
     .add("source_versions", StringType).add("rows_read", LongType).add("rows_inserted", LongType)
     .add("rows_updated", LongType).add("rows_deleted", LongType).add("late_rows", LongType)
     .add("watermark_micros", LongType).add("watermark_idle", BooleanType).add("work_bytes", LongType)
+    .add("estimated_incremental_s", DoubleType).add("estimated_full_s", DoubleType)
 
   private def history(args: Seq[String]): LogicalPlan = {
     val spark = SparkSession.active
@@ -245,6 +246,8 @@ object DeltaTables {
     val startedMs = (m.get("started_at").asDouble * 1000).round
     def long(node: JsonNode, key: String): java.lang.Long =
       Option(node.get(key)).filterNot(_.isNull).map(n => java.lang.Long.valueOf(n.asLong)).orNull
+    def double(node: JsonNode, key: String): java.lang.Double =
+      Option(node.get(key)).filterNot(_.isNull).map(n => java.lang.Double.valueOf(n.asDouble)).orNull
     val (inserted, updated, deleted) =
       if (metrics.contains("numTargetRowsInserted")) (metrics("numTargetRowsInserted").toLong,
         metrics.getOrElse("numTargetRowsUpdated", "0").toLong, metrics.getOrElse("numTargetRowsDeleted", "0").toLong)
@@ -253,6 +256,7 @@ object DeltaTables {
       math.max(0L, committed.getTime - startedMs) / 1000.0, m.get("technique").asText, m.get("reason").asText,
       new ObjectMapper().writeValueAsString(state.get("sources")), long(m, "rows_read"), inserted, updated,
       deleted, long(m, "late_rows"), long(state, "watermark"),
-      java.lang.Boolean.valueOf(Option(m.get("watermark_idle")).exists(_.asBoolean)), long(m, "work_bytes"))
+      java.lang.Boolean.valueOf(Option(m.get("watermark_idle")).exists(_.asBoolean)), long(m, "work_bytes"),
+      double(m, "estimated_incremental_s"), double(m, "estimated_full_s"))
   }
 }
