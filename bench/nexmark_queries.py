@@ -261,12 +261,19 @@ def _view(query: str, side: str) -> str:
 
 
 def refresh(spark, view: str) -> dict:
-    """One REFRESH of `view`, as its policy has it: its seconds, technique and reason."""
+    """One REFRESH of `view`, as its policy has it: its seconds, technique and reason, and from its
+    history row its duration up to its commit and AUTO's estimate of it (seconds incrementally and
+    in full; None where it was not estimated in seconds)."""
     import mv
 
     started = time.perf_counter()
     row = mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first()
-    return {"seconds": round(time.perf_counter() - started, 3), "technique": row.technique, "reason": row.reason}
+    seconds = round(time.perf_counter() - started, 3)
+    last = spark.sql(f"SELECT duration_s, estimated_incremental_s, estimated_full_s "
+                     f"FROM mv_refresh_history('default', '{view}', '1')").first()  # after the timing
+    estimated = [last.estimated_incremental_s, last.estimated_full_s] if last else [None, None]
+    return {"seconds": seconds, "technique": row.technique, "reason": row.reason,
+            "history_s": last.duration_s if last else None, "estimated": estimated}
 
 
 def play(spark, queries: list[str], plan: Plan, variant: str, index: int) -> dict:
@@ -371,7 +378,8 @@ def markdown(results: dict) -> str:
               f"<= {TARGETS['changes']}; AUTO <= {AUTO_TARGET} times the cheaper of the other two. The incremental "
               "view is under REFRESH POLICY INCREMENTAL, so every refresh takes its rule's path; the AUTO view "
               "under the default policy, which weighs the two."]
-    return "\n".join(lines + _auto_by_round(results.get("played", [])))
+    played = results.get("played", [])
+    return "\n".join(lines + _auto_by_round(played) + _estimates_by_round(played))
 
 
 def _auto_by_round(played: list[dict]) -> list[str]:
@@ -388,6 +396,26 @@ def _auto_by_round(played: list[dict]) -> list[str]:
             m = r["queries"][q]
             cheaper = min(m["incremental"]["seconds"], m["full"]["seconds"])
             cells.append(f"{m['auto']['seconds'] / cheaper:.2f} {m['auto']['technique'][0]}")
+        lines.append(f"| {q} | {' | '.join(cells)} |")
+    return lines
+
+
+def _estimates_by_round(played: list[dict]) -> list[str]:
+    """Lines of a table: per query and round, how far AUTO's estimate of its refresh was off on the
+    side it ran (the history's duration_s / its estimated_* seconds: over 1, slower than estimated),
+    and what it estimated of the other side; '-' where it was not estimated in seconds."""
+    if not played or any("estimated" not in m.get("auto", {}) for r in played for m in r["queries"].values()):
+        return []
+    heads = [f"{i + 1}: {r['variant']}" for i, r in enumerate(played)]
+    lines = ["", "AUTO's estimate of each refresh against the time it took, on the side it ran (took / "
+             "estimated, then i or f as above; '-': not estimated in seconds, a change too small to weigh or "
+             "no rate yet):", "", f"| Query | {' | '.join(heads)} |", "|---|" + "---:|" * len(heads)]
+    for q in played[0]["queries"]:
+        cells = []
+        for r in played:
+            auto = r["queries"][q]["auto"]
+            estimated = auto["estimated"][0 if auto["technique"] == "incremental" else 1]
+            cells.append(f"{auto['history_s'] / estimated:.2f} {auto['technique'][0]}" if estimated else "-")
         lines.append(f"| {q} | {' | '.join(cells)} |")
     return lines
 
