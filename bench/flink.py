@@ -358,7 +358,7 @@ def run(bids: int, batch: int, names: list[str], runs: int, windows: str, policy
     load_before = os.getloadavg()
     paths = export(spark, bids)
     chosen = {name: workload(name, windows) for name in names}
-    print(f"flink: {bids:,} bids, {runs} runs of {', '.join(names)} at parallelism {PARALLELISM}", flush=True)
+    print(f"flink: {bids:,} bids, {_runs(runs)} of {', '.join(names)} at parallelism {PARALLELISM}", flush=True)
     flink = run_flink(flink_python, paths["csv"], chosen, runs, work)
     contenders, played = run_ours(spark, chosen, paths["delta"], bids, batch, policy, streaming, work)
     checks = check(spark, chosen, contenders, work)
@@ -374,6 +374,10 @@ def run(bids: int, batch: int, names: list[str], runs: int, windows: str, policy
     }
 
 
+def _runs(count: int) -> str:
+    return f"{count} run" + ("" if count == 1 else "s")
+
+
 def _rate(events_per_s: float) -> str:
     return f"{round(events_per_s, -3):,.0f}"
 
@@ -387,7 +391,7 @@ def markdown(results: dict) -> str:
              f"{f['parallelism']}), Java {f['java']}, Python {m['python']}; load average {load['before'][0]:.1f} "
              f"before, {load['after'][0]:.1f} after; whole run {results['total_s'] / 60:.0f} min:", "",
              f"    {results['command']}", "",
-             f"{results['bids']:,} bids. Flink streams all of them, {results['runs']} runs per query (its JVM took "
+             f"{results['bids']:,} bids. Flink streams all of them, {_runs(results['runs'])} per query (its JVM took "
              f"{f['start_s']:.1f} s to start, once). Ours{' and Structured Streaming' if streaming else ''} start "
              f"from the first {results['batch']:,} and refresh after each of {results['batches']} append batches "
              f"of {results['batch']:,}. Watermark: `{f['watermark']}`, EMIT ON WINDOW CLOSE.", "",
