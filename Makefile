@@ -13,7 +13,7 @@ STAMP  := $(VENV)/.installed-$(SPARK)
 # minutes. COMPAT_ALL=1 runs all of it on every line.
 COMPAT_SPARK ?= 4.0.5 4.1.4
 
-.PHONY: setup setup-compat demo test test-slow test-compat bench clean
+.PHONY: setup setup-compat setup-flink demo test test-slow test-compat bench bench-flink clean
 
 setup: $(STAMP)
 	@$(PY) -c "from mv import jars; raise SystemExit(jars.main())"
@@ -62,6 +62,26 @@ bench: setup
 	$(PY) -m bench.nexmark_queries $(if $(QUICK),--quick)
 	$(PY) -m bench.joins --view rows
 	$(PY) -m bench.joins --view per_minute
+
+# PyFlink in a virtual environment of its own (the Flink side of bench/flink.py), reinstalled when
+# FLINK changes. Its wheels are large (Beam, Flink's jars): the first install takes a minute or more.
+FLINK       ?= 2.3.0
+FLINK_VENV  ?= .venv-flink
+FLINK_STAMP := $(FLINK_VENV)/.installed-$(FLINK)
+
+setup-flink: $(FLINK_STAMP)
+
+$(FLINK_STAMP):
+	$(PYTHON) -m venv $(FLINK_VENV)
+	$(FLINK_VENV)/bin/pip install -q --upgrade pip
+	$(FLINK_VENV)/bin/pip install -q 'apache-flink==$(FLINK)'
+	rm -f $(FLINK_VENV)/.installed-*
+	touch $(FLINK_STAMP)
+
+# Our refreshes side by side with Flink on the same bids (bench/flink.py): 3M bids, 10-15 minutes on
+# 2 cores (QUICK=1: 1M). Outside make test and make bench: it needs .venv-flink.
+bench-flink: setup setup-flink
+	$(PY) -m bench.flink $(if $(QUICK),--quick) --flink-python $(FLINK_VENV)/bin/python
 
 clean:
 	rm -rf .mv .pytest_cache .hypothesis
