@@ -60,6 +60,11 @@ FIRST_REFRESH = "FIRST_REFRESH"
 # A full refresh known only from the first is tried when it is estimated under this many times the
 # incremental one (the first of Nexmark's q7 cost 1.6-2.4 times its later full refreshes).
 TRY_FULL_WITHIN = 3.0
+# A change that takes rows away, of a kind the view has not refreshed incrementally yet, costs at
+# least this many times its appends: it does what they do, then reads the view to net and merge.
+# bench.nexmark_queries at 1M bids (2026-11-29), first such refresh against the appends': 2.5-6.9
+# for views of rows (an append writes without reading the view), 0.9-2.5 for the others.
+RETRACTS_OVER_APPENDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -148,6 +153,7 @@ class Estimate:
     at_least: bool = False  # the incremental side is its change alone, before the change was read
     tries_full: bool = False  # full is known only from the first refresh, and within reach: AUTO measures it
     by_kind: bool | None = None  # the incremental side: the fastest of the view's refreshes of a kind (dearer_by_kind)
+    from_appends: bool = False  # by_kind's incremental side: RETRACTS_OVER_APPENDS times the appends' fastest
 
     @property
     def cheaper(self) -> str:
@@ -169,7 +175,10 @@ class Estimate:
         line = f"{incremental}, {side('full', self.full_bytes, self.full_s)}: {self.cheaper} is cheaper"
         if self.tries_full and self.cheaper == "incremental":
             line += "; full is tried once: its only measure is the view's first refresh, which also created it"
-        if self.by_kind is not None:
+        if self.from_appends:
+            line += (f"; changes that take rows away, not yet refreshed incrementally, cost at least "
+                     f"{RETRACTS_OVER_APPENDS:g} times the view's appends: {self.incremental_s:.1f} s")
+        elif self.by_kind is not None:
             kind = "changes that take rows away" if self.by_kind else "appends"
             line += f"; the view's incremental refreshes of {kind} took at least {self.incremental_s:.1f} s"
         return line + (f"; a change under {SMALL_CHANGE:.0%} of its sources' bytes refreshes incrementally"
@@ -252,8 +261,9 @@ def dearer_by_kind(past: list[Past], retracts: bool | None, change_bytes: int, f
     refresh of the change's kind among the view's newest (`alike`) took longer than a full refresh
     of today's sources would (`_full_seconds`), after the `spent` seconds this refresh already
     took (reading the change, under a watermark): whatever its size, such a change costs at
-    least that. A change that takes rows away, of a kind not yet measured, costs at least what
-    the view's appends did (it does all they do, and reads the view and nets). While the full side
+    least that. A change that takes rows away, of a kind not yet measured, costs at least
+    RETRACTS_OVER_APPENDS times what the view's appends did (it does all they do, and reads the
+    view to net and merge): it is tried incrementally once a full refresh costs more. While the full side
     is known only from the view's first refresh (which overstates it), a full refresh is tried once
     when it is within TRY_FULL_WITHIN times the kind's own (`tries_full`, as `weigh` does). None when
     neither is so, or not known. An incremental refresh of the kind is tried again once all such
@@ -272,12 +282,14 @@ def dearer_by_kind(past: list[Past], retracts: bool | None, change_bytes: int, f
     full_s = _full_seconds(past, full_bytes, min_work)
     if not same or full_s is None:
         return None
-    fastest, full_s = min(p.duration_s for p in same), round(full_s + spent, 1)
-    tries = not _measured_full(past) and kind == retracts and fastest <= full_s < TRY_FULL_WITHIN * fastest
+    from_appends = kind != retracts
+    fastest = min(p.duration_s for p in same) * (RETRACTS_OVER_APPENDS if from_appends else 1.0)
+    full_s = round(full_s + spent, 1)
+    tries = not _measured_full(past) and not from_appends and fastest <= full_s < TRY_FULL_WITHIN * fastest
     if fastest <= full_s and not tries:
         return None
     return Estimate(change_bytes, full_bytes, round(fastest, 1), full_s, at_least=True, tries_full=tries,
-                    by_kind=kind)
+                    by_kind=kind, from_appends=from_appends)
 
 
 def _full_seconds(past: list[Past], full_bytes: int, min_work: int) -> float | None:
