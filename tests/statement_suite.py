@@ -10,6 +10,7 @@ run it:
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Callable
 
@@ -52,7 +53,8 @@ EXPECTED = [
                         ["comment", "'ten-minute totals'"], ["time_zone", "UTC"]]],
     ["property,value", [["technique", "incremental"], ["reason", "CHANGES_ONLY"], ["shape", "window"],
                         ["sources", "spark_catalog.{db}.bids"], ["row_key", "window_start, window_end"],
-                        ["estimate", "none: nothing to weigh (no pending change, a full refresh, or not a window query)"]]],
+                        ["estimate", "none: nothing to weigh (no pending change, a full refresh, or not a window query)"],
+                        ["last_refresh", "1: full (FIRST_REFRESH) in … s; not estimated in seconds"]]],
     ["property,value", [["technique", "incremental"], ["reason", "CHANGES_ONLY"], ["shape", "window"],
                         ["sources", "spark_catalog.{db}.bids"], ["row_key", "window_start, window_end"],
                         ["estimate", "none: nothing to weigh (no pending change, a full refresh, or not a window query)"],
@@ -115,9 +117,14 @@ def expected(database: str) -> list:
     return json.loads(json.dumps(EXPECTED).replace("{db}", database))
 
 
+LAST_REFRESH = re.compile(r"\d+: \w+ \(\w+\) in [0-9.]+ s")
+
+
 def _plain(column: str, value, database: str):
     if column == "duration_s" or (column == "value" and isinstance(value, str) and "TUMBLE(" in value):
         return "…"
+    if column == "value" and isinstance(value, str) and LAST_REFRESH.match(value):  # EXPLAIN's last_refresh
+        return re.sub(r" in [0-9.]+ s", " in … s", value)
     if hasattr(value, "isoformat"):
         return str(value)
     if hasattr(value, "as_integer_ratio") and not isinstance(value, (int, float)):
