@@ -78,7 +78,7 @@ $(FLINK_STAMP):
 	rm -f $(FLINK_VENV)/.installed-*
 	touch $(FLINK_STAMP)
 
-# Our refreshes side by side with Flink on the same bids (bench/flink.py): 3M bids, 10-15 minutes on
+# Our refreshes side by side with Flink on the same bids (bench/flink.py): 3M bids, 8 minutes (13 the first time) on
 # 2 cores (QUICK=1: 1M). Outside make test and make bench: it needs .venv-flink.
 bench-flink: setup setup-flink
 	$(PY) -m bench.flink $(if $(QUICK),--quick) --flink-python $(FLINK_VENV)/bin/python
