@@ -48,7 +48,7 @@ from bench.nexmark_data import HISTORY_SHARE, Plan, history_tables
 from bench.nexmark_workloads import WORKLOADS, Workload, _windowed
 from bench.probe import measure
 from bench.refresh import InvalidRun, ResultMismatch, checksum, engine
-from bench.report import rewrite_section
+from bench.report import add_output_arguments, publish, results
 from bench.streaming import StreamingJob
 from bench.windows import BENCH_DIR, DATA_DIR, RESULTS_MD, machine
 
@@ -438,28 +438,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flink-python", type=Path, default=FLINK_PYTHON, help="PyFlink's Python (.venv-flink)")
     parser.add_argument("--work", type=Path, default=WORK_DIR,
                         help="a folder of the run's own: MV_HOME, checkpoints, Flink's output (emptied first)")
-    parser.add_argument("--render", action="store_true", help="only redo RESULTS.md's section from the JSON")
-    parser.add_argument("--json", type=Path, default=RESULTS_JSON,
-                        help="where the run's JSON goes; RESULTS.md is redone only for the default")
+    add_output_arguments(parser, RESULTS_JSON)
     args = parser.parse_args(argv)
-    if args.render:
-        results = json.loads(RESULTS_JSON.read_text())
-    else:
-        command = "python -m bench.flink " + " ".join(sys.argv[1:] if argv is None else argv)
-        try:
-            results = run(args.bids or (QUICK_BIDS if args.quick else BIDS), args.batch, args.queries.split(","),
-                          args.runs, args.windows, args.policy, not args.no_streaming, args.flink_python,
-                          args.work.resolve(), command.strip())
-        except InvalidRun as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 1
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
-        if args.json.resolve() != RESULTS_JSON.resolve():   # a run kept beside the rendered one
-            print(markdown(results))
-            return 0
-    rewrite_section(RESULTS_MD, "flink", "Side by side with Flink", markdown(results))
-    print(markdown(results))
+    command = "python -m bench.flink " + " ".join(sys.argv[1:] if argv is None else argv)
+    try:
+        found = results(args, RESULTS_JSON, lambda: run(
+            args.bids or (QUICK_BIDS if args.quick else BIDS), args.batch, args.queries.split(","), args.runs,
+            args.windows, args.policy, not args.no_streaming, args.flink_python, args.work.resolve(), command.strip()))
+    except InvalidRun as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    publish(args, RESULTS_JSON, RESULTS_MD, "flink", "Side by side with Flink", markdown(found))
     return 0
 
 

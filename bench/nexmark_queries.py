@@ -36,18 +36,16 @@ Example:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
 import sys
 import time
 from datetime import datetime, timezone
-from pathlib import Path
 
 from bench.nexmark_data import Plan, _bids, history_tables, site, start_us
 from bench.refresh import engine
-from bench.report import rewrite_section
+from bench.report import add_output_arguments, publish, results
 from bench.windows import BENCH_DIR, DATA_DIR, RESULTS_MD, machine
 from mv.auction_site import MINUTE_US
 
@@ -427,27 +425,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bids", type=int, default=1_000_000, help="bids in all (default 1M)")
     parser.add_argument("--rounds", type=int, nargs=2, metavar=("APPEND", "CHANGES"), help="default 2 2")
     parser.add_argument("--queries", default=",".join(QUERIES), help="comma-separated, of " + ", ".join(QUERIES))
-    parser.add_argument("--render", action="store_true", help="only redo RESULTS.md's section from the JSON")
-    parser.add_argument("--json", type=Path, default=RESULTS_JSON,
-                        help="where the run's JSON goes; RESULTS.md is redone only for the default")
+    add_output_arguments(parser, RESULTS_JSON)
     args = parser.parse_args(argv)
-    if args.render:
-        results = json.loads(RESULTS_JSON.read_text())
-    else:
-        rounds = dict(zip(ROUNDS, args.rounds)) if args.rounds else (QUICK_ROUNDS if args.quick else ROUNDS)
-        try:
-            results = run(args.bids, rounds, args.queries.split(","))
-        except Mismatch as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 1
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
-    text = markdown(results)
-    if args.json.resolve() != RESULTS_JSON.resolve():   # a run kept beside the rendered one
-        print(text)
-        return 0
-    rewrite_section(RESULTS_MD, "nexmark-queries", "Every Nexmark query: incremental vs full", text)
-    print(text)
+    rounds = dict(zip(ROUNDS, args.rounds)) if args.rounds else (QUICK_ROUNDS if args.quick else ROUNDS)
+    try:
+        found = results(args, RESULTS_JSON, lambda: run(args.bids, rounds, args.queries.split(",")))
+    except Mismatch as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    publish(args, RESULTS_JSON, RESULTS_MD, "nexmark-queries", "Every Nexmark query: incremental vs full",
+            markdown(found))
     return 0
 
 

@@ -5,7 +5,10 @@ Example:
 """
 from __future__ import annotations
 
+import argparse
+import json
 from pathlib import Path
+from typing import Callable
 
 
 def rewrite_section(path: Path, name: str, title: str, markdown: str) -> None:
@@ -19,3 +22,33 @@ def rewrite_section(path: Path, name: str, title: str, markdown: str) -> None:
     else:
         text = text.rstrip("\n") + f"\n\n## {title}\n\n" + block + "\n"
     path.write_text(text)
+
+
+def add_output_arguments(parser: argparse.ArgumentParser, default_json: Path) -> None:
+    """--render (RESULTS.md's section redone from `default_json`) and --json (where a run's JSON goes)."""
+    parser.add_argument("--render", action="store_true", help="only redo RESULTS.md's section from the JSON")
+    parser.add_argument("--json", type=Path, default=default_json,
+                        help="where the run's JSON goes; RESULTS.md is redone only for the default")
+
+
+def results(args: argparse.Namespace, default_json: Path, run: Callable[[], dict]) -> dict:
+    """The benchmark's results: with --render those kept in `default_json`, else `run()`'s, written to --json."""
+    if args.render:
+        return json.loads(default_json.read_text())
+    found = run()
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(found, indent=2) + "\n")
+    return found
+
+
+def publish(args: argparse.Namespace, default_json: Path, results_md: Path, name: str, title: str,
+            markdown: str) -> None:
+    """`markdown` printed, and RESULTS.md's section `name` rewritten with it when the results are the
+    default JSON's (rendered, or a run written there), not a run kept beside them.
+
+    Example:
+        >>> publish(args, RESULTS_JSON, RESULTS_MD, "flink", "Side by side with Flink", markdown(found))
+    """
+    if args.render or args.json.resolve() == default_json.resolve():
+        rewrite_section(results_md, name, title, markdown)
+    print(markdown)
