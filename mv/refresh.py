@@ -388,8 +388,7 @@ def _incremental(run: Run) -> tuple[RefreshState, Write]:
     previous = run.previous
     windows = by_windows(run.info)
     try:  # the first read of the change feed: the touched windows, or a count
-        changes = change_feed.read(run)
-        run.cached += changes.values()  # the MERGE, run at commit, still reads them
+        changes = change_feed.read(run)  # its caches go to run.cached: the MERGE, run at commit, still reads them
         views = {source: run.temp_view(frame, f"changes_{i}") for i, (source, frame) in enumerate(changes.items())}
         first = window_refresh.touched(run, views) if windows and views else None
         signs = {source: change_feed.signs(frame) for source, frame in changes.items()} if not first else {}

@@ -15,11 +15,11 @@ from dataclasses import dataclass, replace
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from mv import estimate, open_windows, progress, watermark, writes
+from mv import change_feed, estimate, open_windows, progress, watermark, writes
 from mv.combine import Combination, added, combinable, combine
 from mv.history import write_late_rows
 from mv.internal_columns import EMPTY, NEEDS, PART, SIGN, T, TOUCHED, WE, WS
-from mv.query import interval_micros, micros_sql, quote, sql_string, time_sql
+from mv.query import Window, interval_micros, micros_sql, quote, sql_string, time_sql
 from mv.run import INFINITY, Run, advanced, closed_bound, known_dearer
 from mv.state import RefreshState
 
@@ -57,14 +57,29 @@ class Touched:
 def touched(run: Run, changes: dict[str, str]) -> Touched:
     """The windows the changes touch, in one query, which is also the refresh's first read of the
     change feed (refresh.py reads it inside its check for a change feed that is gone)."""
-    t = run.time_type
-    windowed = [f"(SELECT *, {micros_sql('window_start', t)} AS {WS}, {micros_sql('window_end', t)} AS {WE}, "
-                f"{micros_sql(quote(w.time_column), t)} AS {T} FROM {w.call(changes[w.sources[0]])})"
-                for w in run.info.windows if w.sources[0] in changes]
+    windowed = [_windowed(run, w, changes[w.sources[0]]) for w in run.info.windows if w.sources[0] in changes]
     copies = max((w.copies for w in run.info.windows), default=1)
     small = run.sizes.change is not None and run.sizes.change * copies <= SMALL_CHANGE_BYTES
     found = touched_windows(run.spark, windowed, list(changes.values()), small)
     return Touched(windowed, *found)
+
+
+def _windowed(run: Run, w: Window, changes: str) -> str:
+    """Window function `w` over the changes `changes` (a relation in FROM), with WS, WE and T in µs."""
+    t = run.time_type
+    return (f"(SELECT *, {micros_sql('window_start', t)} AS {WS}, {micros_sql('window_end', t)} AS {WE}, "
+            f"{micros_sql(quote(w.time_column), t)} AS {T} FROM {w.call(changes)})")
+
+
+def _write_late(run: Run, changes: dict[str, str], part: int, where: str) -> None:
+    """The rows of window function `part` over the changes that `where` finds late, appended to the
+    late table whole: from the change read again with every column when the cached one has only
+    the query's (change_feed.kept_columns)."""
+    w = [w for w in run.info.windows if w.sources[0] in changes][part]
+    whole = change_feed.whole(run, w.sources[0])
+    source = changes[w.sources[0]] if whole is None else run.temp_view(whole, f"whole_{part}")
+    write_late_rows(run, run.spark.sql(f"SELECT * EXCEPT ({WS}, {WE}, {T}) FROM {_windowed(run, w, source)} "
+                                       f"WHERE {where}"), part)
 
 
 def refresh_windows(run: Run, changes: dict[str, str], first: Touched) -> tuple[RefreshState, writes.Write]:
@@ -85,11 +100,10 @@ def refresh_windows(run: Run, changes: dict[str, str], first: Touched) -> tuple[
     how = kept_how(run, first, live) if kept_open else None
     from_source = None if how is None else live if how == "recomputed" else []  # of the kept windows
     weighed = weigh(run, affected, newly_closed, combining, from_source)
-    for i, name in enumerate(windowed):
+    for i in range(len(windowed)):
         count = sum(n for (part, _, e), n in counts.items() if part == i and watermark.is_final(e, old_wm, grace))
         if count:
-            late = spark.sql(f"SELECT * EXCEPT ({WS}, {WE}, {T}) FROM {name} WHERE {WE} + {grace} <= {old_wm}")
-            write_late_rows(run, late, i)
+            _write_late(run, changes, i, f"{WE} + {grace} <= {old_wm}")
             run.outcome.late_rows += count
     progress.checkpoint("late_rows_written")
     if weighed is not None and weighed.switches:  # late rows are written first: a full refresh leaves them out

@@ -538,11 +538,16 @@ object QueryDescription extends PredicateHelper {
    * The attributes of its relations that the query's operators read anywhere (subqueries
    * included), or its output: a change to another column of a source is none of the query's.
    * None when the query is not deterministic (`input_file_name()` tells a row rewritten by an
-   * update from its old copy, though its columns are the same).
+   * update from its old copy, though its columns are the same). A DISTINCT or a set operation
+   * compares whole rows of its inputs without naming their columns: all of them count as read
+   * (`TABLE a INTERSECT TABLE b`). The maintainer reads only these columns of a change
+   * (mv/change_feed.py) and nets away updates of the others.
    */
   private def usedColumns(plan: LogicalPlan): Option[AttributeSet] =
     if (!plan.deterministic) None
     else Some(AttributeSet(plan.collectWithSubqueries {
+      case d: Distinct => d.child.output
+      case s @ (_: SetOperation | _: Union) => s.children.flatMap(_.output)
       case p if !p.isInstanceOf[LeafNode] => p.expressions.flatMap(_.references)  // a relation's are its output
     }.flatten) ++ plan.outputSet)
 
