@@ -266,11 +266,10 @@ def _undone_on_failure(spark: SparkSession, name: str) -> Iterator[None]:
 
 
 # A view's change feed is what views reading it consume; deletion vectors make merges cheaper. A
-# checkpoint every 100 commits, not Delta's 10: each rebuilds the table's state in Spark jobs, +1.3-1.6 s
-# on one refresh in ten of a small view (0.15 s a refresh on average), where replaying up to 99 small
-# commit files on a cold read costs far less (bench/RESULTS.md, "The fixed cost of a refresh").
+# checkpoint every 100 commits, not Delta's 10 (history.CHECKPOINTS_EVERY): +1.3-1.6 s on one refresh
+# in ten of a small view, 0.15 s a refresh on average.
 VIEW_PROPERTIES = {"delta.enableChangeDataFeed": "true", "delta.enableDeletionVectors": "true",
-                   "delta.checkpointInterval": "100"}
+                   history.CHECKPOINT_INTERVAL: history.CHECKPOINTS_EVERY}
 
 
 def _properties(tblproperties: str | None) -> str:

@@ -170,15 +170,19 @@ def test_a_refresh_is_one_commit_of_the_view_which_is_also_its_history_row(spark
     assert [r.refresh_id for r in latest] == [2]
 
 
-def test_a_view_checkpoints_every_100_commits_unless_its_tblproperties_say_otherwise(spark, given):
-    bids = given.bids(bid(1, "a", "00:01", 4))
-    default = given.view(COUNTS.format(bids=bids))
+def test_a_view_and_the_tables_beside_it_checkpoint_every_100_commits_unless_its_tblproperties_say_otherwise(
+        spark, given):
+    """`<view>__open` is replaced by every refresh: at Delta's 10, every tenth refresh rebuilt its state."""
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "a", "00:30", 1))
+    default = given.view(COUNTS.format(bids=bids), "WATERMARK FOR ts AS ts - INTERVAL '5' MINUTES EMIT ON WINDOW CLOSE")
     own = given.view(COUNTS.format(bids=bids), "TBLPROPERTIES ('delta.checkpointInterval' = '5')")
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'b', '00:02', 1))}")   # late: the late table is made
+    assert refresh(spark, default).late_rows == 1
 
-    def interval(view):
-        return spark.sql(f"SHOW TBLPROPERTIES {view} ('delta.checkpointInterval')").first().value
+    def interval(table):
+        return spark.sql(f"SHOW TBLPROPERTIES {table} ('delta.checkpointInterval')").first().value
 
-    assert (interval(default), interval(own)) == ("100", "5")
+    assert [interval(t) for t in (default, f"{default}__open", f"{default}__late", own)] == ["100", "100", "100", "5"]
 
 
 @pytest.mark.parametrize("layout", [pytest.param("PARTITIONED BY (item)", marks=pytest.mark.slow), "CLUSTER BY (item)",
