@@ -44,7 +44,7 @@ CHANGED, CHANGES = PREFIX + "changed", PREFIX + "changes"  # a row is a change; 
 GROUP = PREFIX + "group"        # the running number of merged spans
 LATE = PREFIX + "late"          # a change is late (session_lateness.py)
 CUT = PREFIX + "cut"            # the latest end of a key's final sessions, µs
-N, COPY = PREFIX + "n", PREFIX + "copy"  # a late row's net count, and one copy of it
+N, COPY = PREFIX + "n", PREFIX + "copy"  # a count of rows (a late row's net count; a windowed change row's), one copy
 IN = PREFIX + "in"              # which side of the demo's comparison a row is in
 
 # The late table's columns beside the source's (history.write_late_rows): names late tables have.

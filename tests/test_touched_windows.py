@@ -1,0 +1,95 @@
+"""The windows a change touches (mv/window_refresh.py's `touched`), counted in one query: given HOP
+and CUMULATE views over two identical sources, when the same change (inserts, updates of the price
+and of the event time, deletes, late rows) reaches both, and one is refreshed with its change
+grouped by the period its windows start on while the other's windowed rows go one by one
+(GROUPED_FROM_COPIES out of reach), then both views hold the same rows as their query, count the
+same late rows and keep the same late table. Windows that align on a time zone with daylight
+saving, and an offset, included.
+
+Oracle: the query recomputed in full, and the twin refreshed row by row.
+"""
+from __future__ import annotations
+
+import pytest
+
+import mv
+from mv import window_refresh
+from test_mv_scenarios import Catalog, given  # noqa: F401 - given: the fixture
+
+AGGREGATES = "count(*) AS n, sum(price) AS total, max(price) AS top"
+WINDOWS = {
+    "hop": "HOP(TABLE({src}), DESCRIPTOR(ts), INTERVAL '2' MINUTES, INTERVAL '10' MINUTES)",
+    "hop_offset": "HOP(TABLE({src}), DESCRIPTOR(ts), INTERVAL '3' MINUTES, INTERVAL '9' MINUTES, INTERVAL '1' MINUTES)",
+    "cumulate": "CUMULATE(TABLE({src}), DESCRIPTOR(ts), INTERVAL '5' MINUTES, INTERVAL '30' MINUTES)",
+    "hop_new_york": "HOP(TABLE({src}), DESCRIPTOR(ts), INTERVAL '30' MINUTES, INTERVAL '2' HOURS)",
+}
+# 2024-03-10 02:00 in New York does not exist: the clocks jump to 03:00 (07:00 UTC).
+START = {"hop_new_york": "TIMESTAMP'2024-03-10 05:00:00'"}
+LATE_VIEW = "WATERMARK FOR ts AS ts - INTERVAL '1' MINUTES EMIT ON WINDOW CLOSE"
+
+
+def query(kind: str, src: str) -> str:
+    return (f"SELECT window_start, window_end, item, {AGGREGATES} FROM {WINDOWS[kind].format(src=src)} "
+            f"GROUP BY window_start, window_end, item")
+
+
+def rows_from(start: str, first: int, count: int, every_s: int) -> str:
+    return (f"SELECT id, CAST(id % 7 AS STRING) AS item, {start} + make_interval(0, 0, 0, 0, 0, 0, id * {every_s}) "
+            f"AS ts, CAST(id % 13 AS INT) AS price FROM range({first}, {first + count})")
+
+
+def same(spark, a: str, b: str) -> None:
+    """The queries `a` and `b` give the same rows, as bags."""
+    left, right = spark.sql(a), spark.sql(b)
+    assert left.exceptAll(right).count() == 0 and right.exceptAll(left).count() == 0, \
+        (sorted(left.collect()), sorted(right.collect()))
+
+
+LATE_COLUMNS = "id, item, ts, price, _change_type, _change_sign, _commit_version"
+
+
+@pytest.fixture
+def utc(spark):
+    yield spark
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+
+
+@pytest.mark.parametrize("kind", list(WINDOWS))
+@pytest.mark.parametrize("clauses", ["", LATE_VIEW], ids=["on_update", "on_close"])
+def test_a_change_grouped_by_window_period_refreshes_as_one_windowed_row_by_row(utc, given, monkeypatch, kind, clauses):
+    spark = utc
+    if kind == "hop_new_york":
+        spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    start = START.get(kind, "TIMESTAMP'2024-01-01 00:00:00'")
+    sources, views = [], []
+    for _ in range(2):
+        src = given.name("touched")
+        spark.sql(f"CREATE TABLE {src} (id BIGINT, item STRING, ts TIMESTAMP, price INT) USING delta")
+        given.tables.append(src)
+        spark.sql(f"INSERT INTO {src} {rows_from(start, 0, 300, 17)}")  # 85 minutes
+        sources.append(src)
+        views.append(given.view(query(kind, src), f"{clauses} REFRESH POLICY INCREMENTAL"))
+    outcomes = []
+    for src, view, copies in zip(sources, views, [2, 1 << 40]):   # every window kind here grouped, or none
+        spark.sql(f"INSERT INTO {src} {rows_from(start, 300, 200, 23)}")  # later rows
+        spark.sql(f"INSERT INTO {src} {rows_from(start, 1000, 40, 5)}")   # late under a watermark
+        spark.sql(f"UPDATE {src} SET price = price + 100 WHERE id % 11 = 0")
+        spark.sql(f"UPDATE {src} SET ts = ts + INTERVAL '7' MINUTES WHERE id % 17 = 0")
+        spark.sql(f"DELETE FROM {src} WHERE id % 19 = 0")
+        spark.sql(f"INSERT INTO {src} VALUES (3000, 'a', {start} + INTERVAL '300' MINUTES, 1), "
+                  f"(3001, 'a', {start} + INTERVAL '300:30' MINUTE TO SECOND, 2)")   # the latest: one period
+        monkeypatch.setattr(window_refresh, "SMALL_CHANGE_BYTES", 0)   # grouped in Spark, not in the driver
+        monkeypatch.setattr(window_refresh, "GROUPED_FROM_COPIES", copies)
+        outcomes.append(mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first())
+
+    grouped, one_by_one = outcomes
+    assert grouped.technique == one_by_one.technique == "incremental", outcomes
+    assert (grouped.rows_read, grouped.late_rows) == (one_by_one.rows_read, one_by_one.late_rows)
+    same(spark, f"SELECT * FROM {views[0]}", f"SELECT * FROM {views[1]}")
+    if clauses:
+        assert grouped.late_rows > 0
+        marks = [spark.sql(f"SELECT watermark_micros FROM mv_refresh_history('', '{v}', '1')").first()[0] for v in views]
+        assert marks[0] == marks[1] == spark.sql(f"SELECT unix_micros(max(ts)) - 60000000 FROM {sources[0]}").first()[0]
+        same(spark, f"SELECT {LATE_COLUMNS} FROM {views[0]}__late", f"SELECT {LATE_COLUMNS} FROM {views[1]}__late")
+    else:
+        same(spark, f"SELECT * FROM {views[0]}", query(kind, sources[0]))
