@@ -138,8 +138,7 @@ def read(run: Run) -> dict[str, DataFrame]:
         narrow = frame.select(*[quote(c) for c in kept], *FEED_COLUMNS, SIGN) if kept is not None else frame
         with session_settings(run.spark, {COMPRESSED: str(not small).lower()}):
             cached = narrow.cache()   # the cache's form is fixed when it is declared
-            used = run.info.used_columns(source) if source in run.updated else None
-            net = netted(cached, used) if used is not None else None
+            net = _netted(run, source, cached)
             if net is not None:
                 raw, cached = cached, net.cache()
                 cached.count()   # built from the raw change, which then goes
@@ -158,9 +157,15 @@ def whole(run: Run, source: str) -> DataFrame | None:
     frame = _signed(run, source)
     if frame is None or kept_columns(run, source, frame.columns) is None:
         return None
-    used = run.info.used_columns(source) if source in run.updated else None
-    net = netted(frame, used) if used is not None else None
+    net = _netted(run, source, frame)
     return net if net is not None else frame
+
+
+def _netted(run: Run, source: str, frame: DataFrame) -> DataFrame | None:
+    """`frame`, `source`'s signed change, netted (`netted`) when the source may hold updates
+    (`run.updated`) and the query's used columns are known; None when it is not netted."""
+    used = run.info.used_columns(source) if source in run.updated else None
+    return netted(frame, used) if used is not None else None
 
 
 def kept_columns(run: Run, source: str, columns: list[str]) -> list[str] | None:

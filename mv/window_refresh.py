@@ -49,11 +49,11 @@ COMBINE_AFTER_RUNS = MAX_RANGES
 
 @dataclass(frozen=True)
 class Touched:
-    """What the changes touch (`touched`): each window function over its source's changes
-    (`windowed`, SQL relations with WS, WE, T in µs: internal_columns), the windows with the latest time added
-    to each, the changed rows per (part, window), the change rows read from all sources, and the
-    windows a row of them retracts from (deleted, or an update's old image)."""
-    windowed: list[str]
+    """What the changes touch (`touched`): the window functions whose source changed (`parts`, each
+    one's index its part), the windows with the latest time added to each, the changed rows per
+    (part, window), the change rows read from all sources, and the windows a row of them retracts
+    from (deleted, or an update's old image)."""
+    parts: list[Window]
     windows: dict[tuple[int, int], int | None]
     counts: dict[tuple[int, int, int], int]
     rows_read: int
@@ -68,7 +68,7 @@ def touched(run: Run, changes: dict[str, str]) -> Touched:
     small = run.sizes.change is not None and run.sizes.change * copies <= SMALL_CHANGE_BYTES
     counted = [_counted(run, w, changes[w.sources[0]], not small) for w in windows]
     found = touched_windows(run.spark, counted, list(changes.values()), small)
-    return Touched([_windowed(run, w, changes[w.sources[0]]) for w in windows], *found)
+    return Touched(windows, *found)
 
 
 def _counted(run: Run, w: Window, changes: str, large: bool) -> str:
@@ -99,11 +99,10 @@ def _windowed(run: Run, w: Window, changes: str) -> str:
             f"{micros_sql(quote(w.time_column), t)} AS {T} FROM {w.call(changes)})")
 
 
-def _write_late(run: Run, changes: dict[str, str], part: int, where: str) -> None:
-    """The rows of window function `part` over the changes that `where` finds late, appended to the
-    late table whole: from the change read again with every column when the cached one has only
-    the query's (change_feed.kept_columns)."""
-    w = [w for w in run.info.windows if w.sources[0] in changes][part]
+def _write_late(run: Run, changes: dict[str, str], w: Window, part: int, where: str) -> None:
+    """The rows of window function `w` (the touched part `part`) over the changes that `where` finds
+    late, appended to the late table whole: from the change read again with every column when the
+    cached one has only the query's (change_feed.kept_columns)."""
     whole = change_feed.whole(run, w.sources[0])
     source = changes[w.sources[0]] if whole is None else run.temp_view(whole, f"whole_{part}")
     write_late_rows(run, run.spark.sql(f"SELECT * EXCEPT ({WS}, {WE}, {T}) FROM {_windowed(run, w, source)} "
@@ -114,7 +113,7 @@ def refresh_windows(run: Run, changes: dict[str, str], first: Touched) -> tuple[
     """Windows: each window function applied to its own source's changes gives the affected windows
     (`first`, from `touched`)."""
     spark, d = run.spark, run.view.definition
-    windowed, windows, counts = first.windowed, first.windows, first.counts
+    windows, counts = first.windows, first.counts
     old_wm, grace = run.previous.watermark, interval_micros(spark, d.grace)
     max_event, new_wm = advanced(run, list(windows.values()))
     live = [(s, e) for s, e in windows if not watermark.is_final(e, old_wm, grace)]
@@ -128,10 +127,10 @@ def refresh_windows(run: Run, changes: dict[str, str], first: Touched) -> tuple[
     how = kept_how(run, first, live) if kept_open else None
     from_source = None if how is None else live if how == "recomputed" else []  # of the kept windows
     weighed = weigh(run, affected, newly_closed, combining, from_source)
-    for i in range(len(windowed)):
+    for i, w in enumerate(first.parts):
         count = sum(n for (part, _, e), n in counts.items() if part == i and watermark.is_final(e, old_wm, grace))
         if count:
-            _write_late(run, changes, i, f"{WE} + {grace} <= {old_wm}")
+            _write_late(run, changes, w, i, f"{WE} + {grace} <= {old_wm}")
             run.outcome.late_rows += count
     progress.checkpoint("late_rows_written")
     if weighed is not None and weighed.switches:  # late rows are written first: a full refresh leaves them out
