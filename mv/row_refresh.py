@@ -89,9 +89,11 @@ def refresh_partitions(run: Run, changes: dict[str, DataFrame], signs: dict[str,
     """A view whose top is OVER (PARTITION BY keys): top-N, deduplication, a running total per
     auction. A change reaches the partitions of its rows, whose keys the query over the change
     gives (as `refresh_groups_by_change`'s, the rank's filter dropped); those partitions are
-    recomputed (a semi-join on the keys, which Spark pushes below the OVER) and compared with the
-    view's rows of the same keys, and only the rows that differ are merged (writes.counted), so
-    a partition whose top rows stay put is not touched.
+    recomputed (a semi-join on the keys) and compared with the view's rows of the same keys, and
+    only the rows that differ are merged (writes.counted), so a partition whose top rows stay put
+    is not touched. The keys' ranges (`writes.value_range`) filter both sides too: Spark pushes
+    such a filter below the OVER (not the semi-join, above the rank's filter) and through the
+    query's joins to every source read on the key, where Delta skips the files outside them.
 
     Example: the top 3 bids per auction, a bid of auction 7 deleted: auction 7's top 3 recomputed;
     its fourth bid moves up (one insert), the deleted one goes (one delete).
@@ -101,11 +103,17 @@ def refresh_partitions(run: Run, changes: dict[str, DataFrame], signs: dict[str,
     if not parts:
         return writes.STATE_ONLY
     keys = run.info.partition_by
-    name = run.temp_view(_touched(run, parts, keys), "keys")
+    touched = _touched(run, parts, keys).cache()  # read three times: its ranges, then by both semi-joins
+    run.cached.append(touched)
+    within = writes.value_range(touched)
+    name = run.temp_view(touched, "keys")
     on = " AND ".join(f"v.{quote(k)} <=> k.{quote(k)}" for k in keys)
-    affected = f"LEFT SEMI JOIN {name} k ON {on}"  # a semi join on the partition keys goes below the OVER
-    recomputed = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.*, 1 AS {SIGN} FROM ({run.query}) v {affected}")
-    current = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.*, -1 AS {SIGN} FROM {run.view.name} v {affected}")
+    affected = f"LEFT SEMI JOIN {name} k ON {on}"
+
+    def kept(relation: str) -> str:  # the keys' ranges: a filter Spark pushes below the OVER (a semi-join it does not)
+        return f"(SELECT * FROM {relation} q WHERE {within})"
+    recomputed = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.*, 1 AS {SIGN} FROM {kept(f'({run.query})')} v {affected}")
+    current = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.*, -1 AS {SIGN} FROM {kept(run.view.name)} v {affected}")
     return writes.counted(run, _netted(run, recomputed.unionByName(current)))
 
 

@@ -138,7 +138,7 @@ def counted(run: Run, net: DataFrame) -> Write:
     (N, never 0): a row that only gains copies has them inserted; a row that loses some has its
     copies in the view replaced by the number left. Only the view's copies of losing rows are
     read (a semi-join on every column), in the files whose statistics can hold them
-    (`losing_range`), so a change that retracts little reads little of the view.
+    (`value_range`), so a change that retracts little reads little of the view.
 
     Example: view {a, a, b}, net {a: -1, c: +2}: a's two copies deleted and one inserted, c's two
     inserted; b untouched.
@@ -147,7 +147,7 @@ def counted(run: Run, net: DataFrame) -> Write:
     net = net.cache()  # read three times below (the losing rows twice, the gaining once): its terms run once
     run.cached.append(net)
     losing = net.where(F.col(N) < 0)
-    within = losing_range(losing.select(*columns))  # computes `net` first, so the commit sees it cached and small
+    within = value_range(losing.select(*columns))  # computes `net` first, so the commit sees it cached and small
     if within == "FALSE":  # only gains: FALSE lets the commit skip every file of the view
         return _copies(run, net.select(*columns, F.lit(False).alias(OP), F.col(N)), within)
     reached = reached_rows(run, within, losing)
@@ -199,10 +199,12 @@ def located(spark: SparkSession, view: str, version: int | None) -> str:
 STATISTICS_COLUMNS = 32
 
 
-def losing_range(rows: DataFrame) -> str:
+def value_range(rows: DataFrame) -> str:
     """A condition every copy of `rows` meets, which Delta can skip files by: each column of an
     ordered type (numbers but floating point, dates, times, strings) between the rows' least
     and greatest value, or NULL where some row has none. FALSE for no rows. One job over `rows`.
+    The rows a counted merge takes copies from (`counted`), the partitions a change reaches
+    (row_refresh.refresh_partitions).
 
     Example: rows (7, 'a'), (9, NULL) give
         (`auction` >= CAST('7' AS bigint) AND `auction` <= CAST('9' AS bigint))

@@ -11,8 +11,10 @@ from __future__ import annotations
 import pytest
 
 import mv
+from bench.probe import reads_since
+from bench.refresh import execution_marker
 from tests.test_row_views import TABLES, each_round_refreshed_incrementally_and_equal_to_its_query, last_version
-from tests.view_sources import Sources
+from tests.view_sources import Sources, bag
 
 RANKED = {  # OVER (PARTITION BY ...) at the top: the partitions a change reaches, recomputed
     "top_two": """SELECT * FROM (SELECT b.*, row_number() OVER (PARTITION BY auction ORDER BY price DESC, id) AS r
@@ -44,6 +46,23 @@ def test_top_n_deduplication_and_over_recompute_only_the_partitions_their_change
         if what == "new bids and auctions" and "top_two" in views:  # auction 1 kept its top two bids
             assert all(r.auction != 1 for r in spark.sql(f"SELECT * FROM table_changes('{views['top_two']}', "
                                                          f"{last_version(spark, views['top_two'])})").collect())
+
+
+def test_a_change_reads_only_the_source_files_that_can_hold_its_partitions(spark, tables):
+    """The keys' ranges filter the recomputation below the OVER and the rank's filter (a semi-join
+    on the keys stays above them), so Delta skips the source's files of other keys: a bid for
+    auction 250 reads the file of auctions 200-299 and its own, not those of 0-199."""
+    for first in (0, 100, 200):  # a file each, its own auctions
+        tables.run(f"INSERT INTO {{bids}} SELECT id, id, id % 50 FROM range({first}, {first + 100}, 1, 1)")
+    view = tables.view("top_two")
+    tables.run("INSERT INTO {bids} VALUES (1000, 250, 99)")
+    marker = execution_marker(spark)
+
+    done = mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first()
+
+    assert done.technique == "incremental"
+    assert reads_since(spark, marker)[tables.names["bids"]]["files"] == 1 + 2  # the change feed; 200-299 and the new
+    assert bag(spark, view) == bag(spark, f"({tables.query('top_two')})")
 
 
 def test_explain_shows_a_top_n_kept_by_its_partitions(spark, tables):

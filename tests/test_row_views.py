@@ -240,7 +240,7 @@ def test_a_change_that_leaves_a_row_as_it_was_does_not_touch_it(spark, tables):
 
 
 def test_the_rows_a_change_retracts_bound_the_view_files_its_merge_reads(spark):
-    """writes.losing_range: every retracted row meets the condition, files of other values are
+    """writes.value_range: every retracted row meets the condition, files of other values are
     skipped by Delta's statistics, floating point is left out, and no retraction reads nothing."""
     losing = spark.sql("""SELECT * FROM VALUES
         (7L, 'a', TIMESTAMP'2026-03-29 01:30:00', TIMESTAMP_NTZ'2026-01-01 00:00:00', DATE'2026-01-02',
@@ -249,7 +249,7 @@ def test_the_rows_a_change_retracts_bound_the_view_files_its_merge_reads(spark):
          CAST(2.25 AS DECIMAL(5, 2)), CAST('NaN' AS DOUBLE), 3)
         AS t(id, name, at, local, day, amount, ratio, maybe)""") \
         .withColumn("name", F.when(F.col("id") == 7, F.lit("o'k\\")).otherwise(F.col("name")))  # a quote, a backslash
-    condition = writes.losing_range(losing)
+    condition = writes.value_range(losing)
     assert "`ratio`" not in condition and "`maybe` IS NULL OR" in condition
     assert losing.where(condition).count() == 2
     spark.sql("DROP TABLE IF EXISTS rv_bounded")
@@ -258,7 +258,7 @@ def test_the_rows_a_change_retracts_bound_the_view_files_its_merge_reads(spark):
         .write.format("delta").mode("append").saveAsTable("rv_bounded")  # a file of other ids
     files = spark.sql(f"SELECT files FROM mv_scan_bytes({sql_string(f'SELECT * FROM rv_bounded WHERE {condition}')})")
     assert files.first().files == 1
-    assert writes.losing_range(losing.limit(0)) == "FALSE"
+    assert writes.value_range(losing.limit(0)) == "FALSE"
     spark.sql("DROP TABLE rv_bounded")
 
 
