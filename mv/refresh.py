@@ -189,12 +189,14 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
     previous = found.state
     refresh_id = (previous.refresh_id if previous else _last_refresh_id(spark, view) if found.lost else 0) + 1
     # The view's version was read with its state (`found`); its sources' are read after it, here or
-    # just before by `_idle` (`looked_up`). Their change bytes since then (read from their logs) are
-    # kept only where an estimate may use them: under AUTO, or for EXPLAIN.
+    # just before by `_idle` (`looked_up`), with their change bytes since then (from their logs):
+    # AUTO's estimate weighs them, and under every policy a small change is cached uncompressed and
+    # its touched windows grouped in the driver (change_feed.read, window_refresh.touched).
+    # Only a Delta source has a change feed: a view whose last refresh could not be incremental
+    # (a Parquet source) asks none, unless AUTO weighs it.
     weighs = dry or view.definition.policy == "AUTO"
-    after = previous.sources if previous and weighs else None
-    known = {t: table if weighs else replace(table, change_bytes=None, change_retracts=None)
-             for t, table in (looked_up or {}).items()} | ({view.name: view.table} if view.table else {})
+    after = previous.sources if previous and (weighs or previous.incremental) else None
+    known = dict(looked_up or {}) | ({view.name: view.table} if view.table else {})
     beside = [view.late_table] + ([view.open_table] if open_windows.applies(view, info) else [])
     wanted = [view.name, *info.source_tables, *beside]
     tables = {**known, **delta_tables.lookup(spark, [t for t in wanted if t not in known], after)}
@@ -215,7 +217,7 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
     # read within the change's time range alone, not known before reading it
     sizes = estimate.Sizes.of(tables, view.name, info.reads, by_terms=not (by_windows(info) or info.window_local))
     previous_end = last_refresh_end(tables[view.name])
-    updated = frozenset(s for s in info.source_tables if (looked_up or {}).get(s, tables[s]).change_retracts)
+    updated = frozenset(s for s in info.source_tables if tables[s].change_retracts)
     retracts = bool(updated) if weighs else None  # the change's kind, for AUTO's estimate and the next ones
     chosen, upfront = _weighed_before_reading(spark, view, info, sizes, chosen, dry, previous, previous_end, retracts)
     outcome = Outcome(view.name, chosen.technique, chosen.reason, refresh_id, targets, started_at=started,

@@ -93,3 +93,28 @@ def test_a_change_grouped_by_window_period_refreshes_as_one_windowed_row_by_row(
         same(spark, f"SELECT {LATE_COLUMNS} FROM {views[0]}__late", f"SELECT {LATE_COLUMNS} FROM {views[1]}__late")
     else:
         same(spark, f"SELECT * FROM {views[0]}", query(kind, sources[0]))
+
+
+def test_a_small_change_is_grouped_in_the_driver_under_every_refresh_policy(spark, given, monkeypatch):
+    """A change's size comes from its source's log whatever the view's policy, so a small change's
+    touched windows are grouped in the driver (one Spark job fewer) under INCREMENTAL as under
+    AUTO; until 2026-11-29 only AUTO's refreshes knew the size."""
+    src = given.name("small")
+    spark.sql(f"CREATE TABLE {src} (id BIGINT, item STRING, ts TIMESTAMP, price INT) USING delta")
+    given.tables.append(src)
+    spark.sql(f"INSERT INTO {src} {rows_from(START['hop_new_york'], 0, 100, 17)}")
+    views = [given.view(query("hop", src), f"REFRESH POLICY {policy}") for policy in ("AUTO", "INCREMENTAL")]
+    spark.sql(f"INSERT INTO {src} {rows_from(START['hop_new_york'], 100, 5, 17)}")
+    in_driver = []
+
+    def watched(spark_, counted, changes, small):
+        in_driver.append(small)
+        return touched_windows(spark_, counted, changes, small)
+    touched_windows = window_refresh.touched_windows
+    monkeypatch.setattr(window_refresh, "touched_windows", watched)
+
+    outcomes = [mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first() for view in views]
+
+    assert [o.technique for o in outcomes] == ["incremental", "incremental"] and in_driver == [True, True]
+    same(spark, f"SELECT * FROM {views[0]}", f"SELECT * FROM {views[1]}")
+    same(spark, f"SELECT * FROM {views[1]}", query("hop", src))
