@@ -7,7 +7,9 @@ import pytest
 # - whole-stage code generation off: compiling a stage's Java costs more than it saves on a few
 #   hundred rows, and the extension's operators have no generated code of their own;
 # - adaptive execution off and two shuffle partitions: one job per query, a task per core;
-# - Spark's in-memory catalog instead of the Hive metastore: no Derby behind every table lookup.
+# - Spark's in-memory catalog instead of the Hive metastore: no Derby behind every table lookup;
+# - plans that name a scan's location in full (Spark cuts it at 100 characters), so the files a
+#   refresh reads are told apart by table (bench/probe.py) under pytest's long worker folders.
 # Together they take about a fifth off the suite. `spark.sql.codegen.factoryMode=NO_CODEGEN` saved
 # more but breaks spark.catalog.listTables in Spark 4.2 (EXPRESSION_DECODING_FAILED). The tests that
 # start their own processes (the CLI's process tests, the kill test, notebooks, Connect, the local
@@ -18,6 +20,7 @@ TINY_DATA = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.catalogImplementation": "in-memory",
+    "spark.sql.maxMetadataStringLength": "1000",
 }
 
 
