@@ -102,15 +102,15 @@ def test_a_small_change_is_grouped_in_the_driver_under_every_refresh_policy(spar
     src = given.name("small")
     spark.sql(f"CREATE TABLE {src} (id BIGINT, item STRING, ts TIMESTAMP, price INT) USING delta")
     given.tables.append(src)
-    spark.sql(f"INSERT INTO {src} {rows_from(START['hop_new_york'], 0, 100, 17)}")
+    start = "TIMESTAMP'2024-01-01 00:00:00'"
+    spark.sql(f"INSERT INTO {src} {rows_from(start, 0, 100, 17)}")
     views = [given.view(query("hop", src), f"REFRESH POLICY {policy}") for policy in ("AUTO", "INCREMENTAL")]
-    spark.sql(f"INSERT INTO {src} {rows_from(START['hop_new_york'], 100, 5, 17)}")
-    in_driver = []
+    spark.sql(f"INSERT INTO {src} {rows_from(start, 100, 5, 17)}")
+    in_driver, touched_windows = [], window_refresh.touched_windows
 
-    def watched(spark_, counted, changes, small):
+    def watched(spark_, counted, changes, small):   # the real query, its `small` recorded
         in_driver.append(small)
         return touched_windows(spark_, counted, changes, small)
-    touched_windows = window_refresh.touched_windows
     monkeypatch.setattr(window_refresh, "touched_windows", watched)
 
     outcomes = [mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first() for view in views]
