@@ -140,6 +140,7 @@ def read(run: Run) -> dict[str, DataFrame]:
             cached = narrow.cache()   # the cache's form is fixed when it is declared
             net = _netted(run, source, cached)
             if net is not None:
+                run.netted.add(source)
                 raw, cached = cached, net.cache()
                 cached.count()   # built from the raw change, which then goes
                 raw.unpersist()
@@ -150,22 +151,41 @@ def read(run: Run) -> dict[str, DataFrame]:
     return changes
 
 
-def whole(run: Run, source: str) -> DataFrame | None:
+def whole(run: Run, source: str, where: str | None = None) -> DataFrame | None:
     """`source`'s change as `read` gives it, with every column read (not cached): the rows the late
     table keeps are whole source rows (session_lateness.without_late compares them on every column).
-    None when `read` kept every column already."""
+    None when `read` kept every column already. Only its rows that `where` keeps (`whole_rows`),
+    netted where `read` netted (run.netted), so they are the rows `read` counted."""
     frame = _signed(run, source)
     if frame is None or kept_columns(run, source, frame.columns) is None:
         return None
-    net = _netted(run, source, frame)
+    return whole_rows(run, source, where, source in run.netted)
+
+
+def whole_rows(run: Run, source: str, where: str | None = None, net: bool = False) -> DataFrame | None:
+    """`source`'s signed change with every column, only its rows that `where` (SQL over columns the
+    query uses, such as its time column) keeps, and with `net` netted (`netted`, whatever share
+    cancels); None when it has no new version. Filtered first, the netting's aggregation reads those
+    rows alone: an update's images that cancel agree on every used column, so a filter on them
+    keeps both or neither.
+
+    Example: the rows of a change that may be late under a watermark of 09:00:
+        >>> whole_rows(run, "bids", "unix_micros(date_time) <= 1700038800000000")
+    """
+    frame = _signed(run, source)
+    if frame is None:
+        return None
+    frame = frame.where(where) if where else frame
+    net = _netted(run, source, frame, always=True) if net else None
     return net if net is not None else frame
 
 
-def _netted(run: Run, source: str, frame: DataFrame) -> DataFrame | None:
-    """`frame`, `source`'s signed change, netted (`netted`) when the source may hold updates
-    (`run.updated`) and the query's used columns are known; None when it is not netted."""
+def _netted(run: Run, source: str, frame: DataFrame, always: bool = False) -> DataFrame | None:
+    """`frame`, `source`'s signed change, netted (`netted`; `always`: whatever share cancels) when
+    the source may hold updates (`run.updated`) and the query's used columns are known; None when
+    it is not netted."""
     used = run.info.used_columns(source) if source in run.updated else None
-    return netted(frame, used) if used is not None else None
+    return netted(frame, used, always) if used is not None else None
 
 
 def kept_columns(run: Run, source: str, columns: list[str]) -> list[str] | None:
@@ -208,12 +228,13 @@ _EXACT = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.D
 NET_SHARE = 0.05
 
 
-def netted(frame: DataFrame, used: list[str]) -> DataFrame | None:
+def netted(frame: DataFrame, used: list[str], always: bool = False) -> DataFrame | None:
     """`frame`'s signed changes without the updates the query cannot see: the update images of one
     commit that agree on every column the query reads (`used`) and count as many pre-images as
     post-images cancel, and each refresh path then has only the rows that change what it computes.
-    None when fewer than NET_SHARE of the rows cancel (one aggregation over the change tells), or
-    when some used column's values cannot be compared exactly (`_EXACT`; floating point as text).
+    None when fewer than NET_SHARE of the rows cancel (one aggregation over the change tells; with
+    `always`, none), or when some used column's values cannot be compared exactly (`_EXACT`;
+    floating point as text).
     The rows kept keep their partitions: the cancelled images are dropped by a broadcast anti-join.
 
     Example: `UPDATE bids SET price = price + 1` under a view of each auction's bids per window
@@ -235,7 +256,7 @@ def netted(frame: DataFrame, used: list[str]) -> DataFrame | None:
               .agg(F.sum(SIGN).alias(SIGN), F.count(F.lit(1)).alias("rows")))
     ends = F.col(NET_KEY) & (F.col(SIGN) == 0)
     rows, cancelling = groups.agg(F.sum("rows"), F.sum(F.when(ends, F.col("rows")))).first()
-    if not cancelling or cancelling < NET_SHARE * rows:
+    if not cancelling or (cancelling < NET_SHARE * rows and not always):
         return None
     cancelled = groups.where(ends).select(*named)
     same = reduce(lambda a, b: a & b, [k.eqNullSafe(F.col(n)) for k, n in zip(keys, named)])

@@ -259,9 +259,9 @@ def _recomputed(run: Run, technique: str) -> tuple[RefreshState, Write]:
     """The state the refresh brings the view to, and how its new rows go into it: from the
     changes when `technique` says so and the change feed allows, else in full."""
     outcome, view = run.outcome, run.view
-    progress.phase(view.name, "reading changes" if technique == "incremental" else "recomputing")
     if technique != "incremental":
         return _full(run)
+    progress.phase(view.name, "reading changes")
     try:
         return _incremental(run)
     except change_feed.ChangeFeedGone as gone:
@@ -283,6 +283,7 @@ def _recomputed(run: Run, technique: str) -> tuple[RefreshState, Write]:
 def _full(run: Run) -> tuple[RefreshState, Write]:
     """The full refresh, its work recorded for later estimates (mv/estimate.py) unless an estimate
     already planned it."""
+    progress.phase(run.view.name, "recomputing")
     if run.outcome.work_bytes is None:
         known = run.sizes.full
         run.outcome.work_bytes = known if known is not None else estimate.full_work(run.spark, run.query, run.view.name)
@@ -390,11 +391,15 @@ def _incremental(run: Run) -> tuple[RefreshState, Write]:
     previous = run.previous
     windows = by_windows(run.info)
     try:  # the first read of the change feed: the touched windows, or a count
+        if windows and (ahead := window_refresh.full_ahead(run)) is not None:  # its late rows written
+            raise estimate.FullCheaper(ahead)
         changes = change_feed.read(run)  # its caches go to run.cached: the MERGE, run at commit, still reads them
         views = {source: run.temp_view(frame, f"changes_{i}") for i, (source, frame) in enumerate(changes.items())}
         first = window_refresh.touched(run, views) if windows and views else None
         signs = {source: change_feed.signs(frame) for source, frame in changes.items()} if not first else {}
         run.outcome.rows_read = first.rows_read if first else sum(sum(s.values()) for s in signs.values())
+    except (estimate.FullCheaper, estimate.Estimated):
+        raise
     except Exception as e:  # noqa: BLE001 - Delta reports a lost change feed in several ways
         change_feed.check_sources(run)  # a source created again has no change feed from where the view left off
         source = next((s for s, v in run.targets.items() if previous.sources.get(s, -1) < v), None)

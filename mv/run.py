@@ -92,6 +92,7 @@ class Run:
     # The sources whose change may hold updates, as their logs say (change files or removed files
     # since the previous refresh): their changes are netted (change_feed.netted)
     updated: frozenset[str] = frozenset()
+    netted: set[str] = field(default_factory=set)  # the sources whose change `change_feed.read` netted
     switched_s: float = 0.0  # when AUTO switched to a full refresh after reading the change (estimate.Past)
 
     @property

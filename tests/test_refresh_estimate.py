@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from mv.delta_tables import Table
-from mv import delta_tables, refresh, state
+from mv import delta_tables, refresh, state, window_refresh
 from mv.estimate import MB, PAST_REFRESHES, Estimate, Past, Sizes, dearer_by_kind, hindsight, joined, past, weigh
 from mv.run import Outcome
 from mv.query import Read
@@ -334,6 +334,47 @@ def test_a_view_with_a_watermark_reads_its_change_first_so_its_late_rows_are_kep
 
     assert row.late_rows > 0 and row.reason in ("CHANGES_ONLY", "FULL_CHEAPER")
     assert spark.sql(f"SELECT count(*) FROM {WATERMARKED}__late").first()[0] == late_before + row.late_rows
+
+
+def test_a_watermarked_view_going_full_before_reading_keeps_the_late_rows_an_incremental_refresh_keeps(
+        spark, monkeypatch):
+    """Under a watermark, AUTO asks the view's refreshes of the change's kind before reading it
+    (window_refresh.full_ahead). When they say full, only the change's rows that may be late are
+    read (its touched windows are never found), and the late table gets the rows, and the view the
+    windows, that an incremental refresh gives its twin."""
+    source, views = "est_late_bids", {"est_late_auto": "AUTO", "est_late_twin": "INCREMENTAL"}
+    spark.sql(f"DROP TABLE IF EXISTS {source}")
+    spark.sql(f"CREATE TABLE {source} (id BIGINT, v BIGINT, ts TIMESTAMP) USING delta "
+              "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+    spark.sql(f"INSERT INTO {source} SELECT id, id % 7, timestamp_seconds(1704067200 + id * 60) FROM range(60)")
+    query = QUERY.replace(SOURCE, source)
+    for name, policy in views.items():   # one row a minute: the watermark (minute 58) makes 5 windows final
+        spark.sql(f"DROP MATERIALIZED VIEW IF EXISTS {name}")
+        spark.sql(f"CREATE MATERIALIZED VIEW {name} WATERMARK FOR ts AS ts - INTERVAL '1' MINUTE "
+                  f"REFRESH POLICY {policy} AS {query}").collect()
+    full_known = Estimate(MB, 2 * MB, 9.0, 1.0, at_least=True, by_kind=True)   # its kind took 9 s, full 1 s
+    monkeypatch.setattr(window_refresh, "known_dearer",
+                        lambda run: full_known if run.view.definition.policy == "AUTO" else None)
+    touched, touched_windows = [], window_refresh.touched_windows
+    monkeypatch.setattr(window_refresh, "touched_windows", lambda *a, **k: touched.append(1) or touched_windows(*a, **k))
+    spark.sql(f"UPDATE {source} SET v = v + 100 WHERE id < 5")    # late: window [00:00, 00:10) is final
+    spark.sql(f"DELETE FROM {source} WHERE id = 20")
+    spark.sql(f"INSERT INTO {source} VALUES (100, 1, timestamp_seconds(1704067200 + 180)), "   # late
+              f"(101, 2, timestamp_seconds(1704067200 + 65 * 60))")                             # on time
+
+    auto = spark.sql("REFRESH MATERIALIZED VIEW est_late_auto").first()
+    assert not touched
+    twin = spark.sql("REFRESH MATERIALIZED VIEW est_late_twin").first()
+
+    assert (auto.technique, auto.reason, twin.technique) == ("full", "FULL_CHEAPER", "incremental")
+    assert auto.late_rows == twin.late_rows == 12   # 5 updates (two images each), a delete, a late insert
+    late = [sorted(spark.sql(f"SELECT * EXCEPT (detected_at) FROM {name}__late").collect()) for name in views]
+    assert late[0] == late[1]
+    assert sorted(spark.sql("SELECT * FROM est_late_auto").collect()) == \
+        sorted(spark.sql("SELECT * FROM est_late_twin").collect())
+    for name in views:
+        spark.sql(f"DROP MATERIALIZED VIEW {name}")
+    spark.sql(f"DROP TABLE {source}")
 
 
 def test_an_invalid_minimum_work_setting_fails_by_name(spark, views):
