@@ -336,19 +336,24 @@ def test_a_view_with_a_watermark_reads_its_change_first_so_its_late_rows_are_kep
     assert spark.sql(f"SELECT count(*) FROM {WATERMARKED}__late").first()[0] == late_before + row.late_rows
 
 
+@pytest.mark.parametrize("window, late_rows", [
+    ("TUMBLE(TABLE({source}), DESCRIPTOR(ts), INTERVAL '10' MINUTES)", 12),   # 5 updates (two images), a delete,
+    ("HOP(TABLE({source}), DESCRIPTOR(ts), INTERVAL '5' MINUTES, INTERVAL '10' MINUTES)", 24)])  # a late insert
 def test_a_watermarked_view_going_full_before_reading_keeps_the_late_rows_an_incremental_refresh_keeps(
-        spark, monkeypatch):
+        spark, monkeypatch, window, late_rows):
     """Under a watermark, AUTO asks the view's refreshes of the change's kind before reading it
-    (window_refresh.full_ahead). When they say full, only the change's rows that may be late are
-    read (its touched windows are never found), and the late table gets the rows, and the view the
-    windows, that an incremental refresh gives its twin."""
+    (window_refresh.full_ahead). When they say full, EXPLAIN says so and writes nothing; REFRESH
+    reads only the change's rows that may be late (its touched windows are never found), and the
+    late table gets the rows, and the view the windows, that an incremental refresh gives its twin
+    (under HOP a row late in both its windows counts twice)."""
     source, views = "est_late_bids", {"est_late_auto": "AUTO", "est_late_twin": "INCREMENTAL"}
     spark.sql(f"DROP TABLE IF EXISTS {source}")
     spark.sql(f"CREATE TABLE {source} (id BIGINT, v BIGINT, ts TIMESTAMP) USING delta "
               "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
     spark.sql(f"INSERT INTO {source} SELECT id, id % 7, timestamp_seconds(1704067200 + id * 60) FROM range(60)")
-    query = QUERY.replace(SOURCE, source)
-    for name, policy in views.items():   # one row a minute: the watermark (minute 58) makes 5 windows final
+    query = (f"SELECT window_start, window_end, count(*) AS n, sum(v) AS total FROM {window.format(source=source)} "
+             "GROUP BY window_start, window_end")
+    for name, policy in views.items():   # one row a minute: the watermark (minute 58) makes the windows to 00:50 final
         spark.sql(f"DROP MATERIALIZED VIEW IF EXISTS {name}")
         spark.sql(f"CREATE MATERIALIZED VIEW {name} WATERMARK FOR ts AS ts - INTERVAL '1' MINUTE "
                   f"REFRESH POLICY {policy} AS {query}").collect()
@@ -357,17 +362,20 @@ def test_a_watermarked_view_going_full_before_reading_keeps_the_late_rows_an_inc
                         lambda run: full_known if run.view.definition.policy == "AUTO" else None)
     touched, touched_windows = [], window_refresh.touched_windows
     monkeypatch.setattr(window_refresh, "touched_windows", lambda *a, **k: touched.append(1) or touched_windows(*a, **k))
-    spark.sql(f"UPDATE {source} SET v = v + 100 WHERE id < 5")    # late: window [00:00, 00:10) is final
+    spark.sql(f"UPDATE {source} SET v = v + 100 WHERE id < 5")    # late: their windows are final
     spark.sql(f"DELETE FROM {source} WHERE id = 20")
     spark.sql(f"INSERT INTO {source} VALUES (100, 1, timestamp_seconds(1704067200 + 180)), "   # late
               f"(101, 2, timestamp_seconds(1704067200 + 65 * 60))")                             # on time
 
+    plan = explained(spark, "est_late_auto")
+    assert (plan["technique"], plan["reason"]) == ("full", "FULL_CHEAPER")
+    assert not spark.catalog.tableExists("est_late_auto__late")   # EXPLAIN wrote no late row
     auto = spark.sql("REFRESH MATERIALIZED VIEW est_late_auto").first()
     assert not touched
     twin = spark.sql("REFRESH MATERIALIZED VIEW est_late_twin").first()
 
     assert (auto.technique, auto.reason, twin.technique) == ("full", "FULL_CHEAPER", "incremental")
-    assert auto.late_rows == twin.late_rows == 12   # 5 updates (two images each), a delete, a late insert
+    assert auto.late_rows == twin.late_rows == late_rows
     late = [sorted(spark.sql(f"SELECT * EXCEPT (detected_at) FROM {name}__late").collect()) for name in views]
     assert late[0] == late[1]
     assert sorted(spark.sql("SELECT * FROM est_late_auto").collect()) == \
