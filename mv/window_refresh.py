@@ -113,7 +113,7 @@ def _maybe_late(run: Run, w: Window) -> str:
     """SQL over a change of `w`'s source: its row may be late, its time at most the previous
     watermark (a final window ends by then, GRACE or not); false without one."""
     old_wm = run.previous.watermark
-    return "false" if old_wm is None else f"{micros_sql(quote(w.time_column), run.time_type)} <= {old_wm}"
+    return "false" if old_wm is None else f"({micros_sql(quote(w.time_column), run.time_type)} <= {old_wm})"
 
 
 def full_ahead(run: Run) -> estimate.Estimate | None:
@@ -121,22 +121,39 @@ def full_ahead(run: Run) -> estimate.Estimate | None:
     when the view's refreshes of the change's kind say so (run.known_dearer), its late rows written
     first (a full refresh leaves them out), read alone (`_late_ahead`): not the whole change cached,
     netted and windowed to find its touched windows, all of which a full refresh does not use.
-    None when the refresh goes on as incremental, and for SESSION views (their late rows come from
-    the classified change). Asked only for the estimate (EXPLAIN), it raises estimate.Estimated.
+    None when the refresh goes on as incremental: the kind does not say full, no row of the change
+    is after the previous watermark (all of it may be late: an incremental refresh writes its late
+    rows and perhaps nothing else, `_on_time`), or SESSION windows (their late rows come from the
+    classified change). Asked only for the estimate (EXPLAIN), it raises estimate.Estimated.
 
     Example: Nexmark's q7 (TUMBLE, EMIT ON WINDOW CLOSE) at 1M bids, repriced and withdrawn bids:
     such changes took 3 s incrementally, a full refresh 1.2 s: the next one writes its late rows and
-    refreshes in full, its change not read.
+    refreshes in full, its change not read whole.
     """
     if not run.view.definition.watermark_column or run.info.windows[0].kind == "SESSION":
         return None
     known = known_dearer(run)
-    if known is None or not known.switches:
+    if known is None or not known.switches or not _on_time(run):
         return None
     if run.dry:
         raise estimate.Estimated(known)
     _late_ahead(run)
     return known
+
+
+def _changed_parts(run: Run) -> list[Window]:
+    """The window functions whose source has a new version, in `touched`'s order (their parts)."""
+    return [w for w in run.info.windows if run.previous.sources.get(w.sources[0], -1) < run.targets[w.sources[0]]]
+
+
+def _on_time(run: Run) -> bool:
+    """Whether a row of the change is after the previous watermark, so surely not late (a job that
+    stops at the first it finds). A change none of whose rows is, such as corrections of old rows
+    only, is left to the incremental path, which may write nothing but its late rows."""
+    if run.previous.watermark is None:
+        return True
+    return any(change_feed.whole_rows(run, w.sources[0], f"NOT {_maybe_late(run, w)}")
+               .select(quote(w.time_column)).take(1) for w in _changed_parts(run))
 
 
 def _late_ahead(run: Run) -> None:
@@ -147,8 +164,7 @@ def _late_ahead(run: Run) -> None:
     update of a late row that the query cannot see is kept as its two images (as `read` keeps it
     when few rows cancel), and the count is of the rows appended."""
     old_wm, grace = run.previous.watermark, interval_micros(run.spark, run.view.definition.grace)
-    parts = [w for w in run.info.windows if run.previous.sources.get(w.sources[0], -1) < run.targets[w.sources[0]]]
-    for part, w in enumerate(parts if old_wm is not None else []):
+    for part, w in enumerate(_changed_parts(run) if old_wm is not None else []):
         rows = run.temp_view(change_feed.whole_rows(run, w.sources[0], _maybe_late(run, w)), f"whole_{part}")
         late = run.spark.sql(f"SELECT * EXCEPT ({WS}, {WE}, {T}) FROM {_windowed(run, w, rows)} "
                              f"WHERE {WE} + {grace} <= {old_wm}").cache()
