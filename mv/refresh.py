@@ -322,8 +322,9 @@ def _weighed_before_reading(spark: SparkSession, view: View, info: QueryInfo, si
     read, costs more (mv/estimate.py), or the view's incremental refreshes of its kind (`retracts`:
     it takes rows away) took longer than a full one would; else `chosen`; with the estimate, if any.
     The change's size only for the shapes AUTO weighs (the others, sessions, by their kind alone),
-    and neither under a watermark: a change read is where late rows are found and kept
-    (`<view>__late`), so such a view is weighed after reading it (run.known_dearer).
+    and neither under a watermark, whose late rows must reach `<view>__late` first: such a view
+    asks its kind when its change is about to be read (window_refresh.full_ahead, which then reads
+    only the late rows) or once it is read (run.known_dearer: sessions, and every view again).
     EXPLAIN (`dry`) stops here when the refresh will not be incremental."""
     auto = view.definition.policy == "AUTO"
     upfront = None

@@ -156,9 +156,11 @@ class Run:
 def known_dearer(run: Run) -> Estimate | None:
     """Under REFRESH POLICY AUTO (or for EXPLAIN), a full refresh when the view's incremental
     refreshes of this change's kind all took longer than a full one would, whatever the change's
-    size (estimate.by_kind), after the seconds this refresh has spent (reading the change); asked
-    after the change is read by a view with a WATERMARK, whose late rows are found there, and
-    before that by the others (refresh._weighed_before_reading).
+    size (estimate.by_kind), after the seconds this refresh has spent; asked by a window view with
+    a WATERMARK before its change is read (window_refresh.full_ahead, which then reads only its
+    late rows) and again once it is read (window_refresh.weigh; SESSION views only then, whose
+    late rows come from the classified change), and by the others before reading
+    (refresh._weighed_before_reading).
 
     Example: Nexmark's q7 (TUMBLE, EMIT ON WINDOW CLOSE) at 1M bids, repriced and withdrawn bids
     (bench.nexmark): such changes took 3.2-3.3 s incrementally, a full refresh 1.4-1.8 s; the next
