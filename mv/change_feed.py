@@ -159,7 +159,7 @@ def whole(run: Run, source: str, where: str | None = None) -> DataFrame | None:
     frame = _signed(run, source)
     if frame is None or kept_columns(run, source, frame.columns) is None:
         return None
-    return whole_rows(run, source, where, source in run.netted)
+    return _kept_rows(run, source, frame, where, source in run.netted)
 
 
 def whole_rows(run: Run, source: str, where: str | None = None, net: bool = False) -> DataFrame | None:
@@ -173,11 +173,14 @@ def whole_rows(run: Run, source: str, where: str | None = None, net: bool = Fals
         >>> whole_rows(run, "bids", "unix_micros(date_time) <= 1700038800000000")
     """
     frame = _signed(run, source)
-    if frame is None:
-        return None
+    return None if frame is None else _kept_rows(run, source, frame, where, net)
+
+
+def _kept_rows(run: Run, source: str, frame: DataFrame, where: str | None, net: bool) -> DataFrame:
+    """`frame`, `source`'s signed change, filtered by `where` and then, with `net`, netted (`whole_rows`)."""
     frame = frame.where(where) if where else frame
-    net = _netted(run, source, frame, always=True) if net else None
-    return net if net is not None else frame
+    netted_frame = _netted(run, source, frame, always=True) if net else None
+    return netted_frame if netted_frame is not None else frame
 
 
 def _netted(run: Run, source: str, frame: DataFrame, always: bool = False) -> DataFrame | None:
