@@ -139,7 +139,7 @@ def test_a_large_file_under_deletion_vectors_counts_only_the_rows_its_filter_rea
     """A view file over the limit still merges in the driver when the touched windows' rows in it are
     few: it keeps its rows under a deletion vector, so only those rows are read (and counted)."""
     session = spark.newSession()
-    session.conf.set("mv.merge.deletionVectorRows", "1")    # every file keeps its rows
+    session.conf.set("mv.merge.deletionVectorBytes", "1")    # every file keeps its rows
     query = ("SELECT k, window_start, window_end, count(*) AS n, sum(price) AS total "
              "FROM TUMBLE(TABLE(lm_dv), DESCRIPTOR(ts), INTERVAL '10' MINUTES) GROUP BY k, window_start, window_end")
     spark.sql("DROP TABLE IF EXISTS lm_dv")
@@ -185,7 +185,7 @@ def scattered(spark):
     lm_scatter, whose file keeps its rows under deletion vectors, and a session whose merges say
     so: (session, query). Dropped afterwards."""
     session = spark.newSession()
-    session.conf.set("mv.merge.deletionVectorRows", "1")    # the view's file keeps its rows: read filtered
+    session.conf.set("mv.merge.deletionVectorBytes", "1")    # the view's file keeps its rows: read filtered
     query = ("SELECT k, window_start, window_end, count(*) AS n, max(price) AS top "
              "FROM TUMBLE(TABLE(lm_scatter), DESCRIPTOR(ts), INTERVAL '1' MINUTE) GROUP BY k, window_start, window_end")
     spark.sql("DROP TABLE IF EXISTS lm_scatter")
@@ -227,7 +227,7 @@ def retracting(spark):
     """A view of rows (3,000, in three files that keep their rows under deletion vectors) over a
     source of prices, in a session of its own; dropped afterwards."""
     session = spark.newSession()
-    session.conf.set("mv.merge.deletionVectorRows", "1")
+    session.conf.set("mv.merge.deletionVectorBytes", "1")
     spark.sql("DROP TABLE IF EXISTS lm_reach")
     spark.sql("CREATE TABLE lm_reach (id BIGINT, k BIGINT, price BIGINT) USING delta "
               "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
@@ -285,7 +285,7 @@ def test_groups_recomputed_by_key_read_their_view_rows_once(spark):
     """A GROUP BY whose groups are recomputed (avg: not combined) finds the touched groups' rows in
     the view once: the commit takes them as the rows it marks deleted and does not read them again."""
     session = spark.newSession()
-    session.conf.set("mv.merge.deletionVectorRows", "1")    # the view's file keeps its rows
+    session.conf.set("mv.merge.deletionVectorBytes", "1")    # the view's file keeps its rows
     query = "SELECT k, avg(price) AS mean, count(*) AS n FROM lm_means GROUP BY k"
     spark.sql("DROP TABLE IF EXISTS lm_means")
     spark.sql("CREATE TABLE lm_means (id BIGINT, k BIGINT, price BIGINT) USING delta "

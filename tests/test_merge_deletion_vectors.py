@@ -3,7 +3,7 @@ instead of rewriting those files (mv/jvm/DeletionVectors.scala): it writes only 
 view holds exactly its query's rows, and views reading it see every retraction in its change feed.
 
 Oracles: the view's query run in full, for the view and for a view over it; Delta's own history
-metrics say which files were marked and which rewritten. `mv.merge.deletionVectorRows=1` makes
+metrics say which files were marked and which rewritten. `mv.merge.deletionVectorBytes=1` makes
 every file of these small views large enough to mark.
 """
 import pytest
@@ -31,7 +31,7 @@ def marking(spark, request):
     """A session whose merges mark rows of any file deleted; classified in the driver (LocalMerge)
     or by the distributed join."""
     session = spark.newSession()
-    session.conf.set("mv.merge.deletionVectorRows", "1")
+    session.conf.set("mv.merge.deletionVectorBytes", "1")
     session.conf.set("mv.localMergeRows", "100000" if request.param == "driver" else "0")
     return session
 
@@ -90,7 +90,7 @@ def test_a_file_mostly_deleted_already_is_rewritten_with_the_rows_it_keeps(views
 
 def test_small_files_are_rewritten_under_the_default_size(spark, views):
     spark.sql(f"UPDATE {SOURCE} SET price = price + 1 WHERE id % 97 = 0")
-    spark.sql("REFRESH MATERIALIZED VIEW dv_windows").collect()                   # the default session: 62,500 rows
+    spark.sql("REFRESH MATERIALIZED VIEW dv_windows").collect()                   # the default session: 1 MiB
     metrics = merge_metrics(spark, "dv_windows")
     assert metrics["numTargetDeletionVectorsAdded"] == 0 and metrics["numTargetFilesRemoved"] == 1
     assert differences(spark, "dv_windows", QUERY) == 0
@@ -98,8 +98,8 @@ def test_small_files_are_rewritten_under_the_default_size(spark, views):
 
 def test_an_invalid_size_fails_by_name(spark, views):
     session = spark.newSession()
-    session.conf.set("mv.merge.deletionVectorRows", "many")
+    session.conf.set("mv.merge.deletionVectorBytes", "many")
     spark.sql(f"UPDATE {SOURCE} SET price = price + 1 WHERE id = 3")
-    with pytest.raises(Exception, match="mv.merge.deletionVectorRows must be a whole number"):
+    with pytest.raises(Exception, match="mv.merge.deletionVectorBytes must be a whole number of bytes"):
         session.sql("REFRESH MATERIALIZED VIEW dv_windows").collect()
     assert differences(spark, "dv_windows", QUERY) > 0                             # nothing applied

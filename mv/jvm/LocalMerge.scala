@@ -70,7 +70,7 @@ object LocalMerge {
    */
   def classify(spark: SparkSession, spec: RefreshCommit.Spec, columns: Seq[String], target: DataFrame,
       size: TargetSize, source: DataFrame): Option[Classified] = {
-    val max = RefreshCommit.rowsSetting(spark, MaxRowsConf, DefaultMaxRows, " (0: never)")
+    val max = RefreshCommit.wholeNumberSetting(spark, MaxRowsConf, DefaultMaxRows, "rows", " (0: never)")
     if (max <= 0 || !size.whole.exists(_ <= max)) return None
     val tAttrs = DataTypeUtils.toAttributes(target.schema)
     val sAttrs = DataTypeUtils.toAttributes(source.schema)

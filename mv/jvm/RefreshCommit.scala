@@ -116,11 +116,11 @@ object RefreshCommit extends DeltaCommand {
       else Some(StructType(rows.fields.map(_.copy(nullable = true))))
     }
 
-  /** A session setting counting rows (`mv.localMergeRows`, `mv.merge.deletionVectorRows`): its
+  /** A session setting counting `unit` (`mv.localMergeRows`, `mv.merge.deletionVectorBytes`): its
    *  value, or `default` when unset; a value that is no whole number fails by the setting's name. */
-  def rowsSetting(spark: SparkSession, name: String, default: Long, meaning: String = ""): Long =
+  def wholeNumberSetting(spark: SparkSession, name: String, default: Long, unit: String, meaning: String = ""): Long =
     spark.conf.getOption(name).map(v => v.trim.toLongOption.getOrElse(throw
-      new IllegalArgumentException(s"$name must be a whole number of rows$meaning, not '$v'"))).getOrElse(default)
+      new IllegalArgumentException(s"$name must be a whole number of $unit$meaning, not '$v'"))).getOrElse(default)
 
   /** An internal statement's result columns, none of them nullable. */
   def resultColumns(columns: (String, DataType)*): Seq[Attribute] =
