@@ -40,7 +40,7 @@ from pyspark.sql import SparkSession
 
 from mv import errors, history
 from mv.delta_tables import Table
-from mv.query import Read, sql_string
+from mv.query import QueryInfo, Read, sql_string
 from mv.state import RefreshState
 
 MB = 1 << 20
@@ -62,9 +62,15 @@ FIRST_REFRESH = "FIRST_REFRESH"
 TRY_FULL_WITHIN = 3.0
 # A change that takes rows away, of a kind the view has not refreshed incrementally yet, costs at
 # least this many times its appends: it does what they do, then reads the view to net and merge.
-# bench.nexmark_queries at 1M bids (2026-11-29), first such refresh against the appends': 2.5-6.9
-# for views of rows (an append writes without reading the view), 0.9-2.5 for the others.
+# bench.nexmark_queries at 1M bids (2026-11-29), the first such refresh against the fastest append:
+# 0.7-2.5 for views of windows, aggregates and partitions, and views of rows window by window
+# (q12, a TUMBLE count per bidder: 4.4).
 RETRACTS_OVER_APPENDS = 2.0
+# The same for a view of rows kept by its delta rules (row_refresh.refresh_rows), whose append is
+# the query over the appended rows alone, written without reading the view: Nexmark's q0-q2,
+# q13-q14 and q20-q22 took 2.9-9.1 times their fastest append (q3, a join of two tables that both
+# change, 1.9), and at 2.0 AUTO explored such a change at 2.0-4.9 times the cheaper way (two runs).
+ROWS_RETRACTS_OVER_APPENDS = 4.0
 
 
 @dataclass(frozen=True)
@@ -153,7 +159,7 @@ class Estimate:
     at_least: bool = False  # the incremental side is its change alone, before the change was read
     tries_full: bool = False  # full is known only from the first refresh, and within reach: AUTO measures it
     by_kind: bool | None = None  # the incremental side: the fastest of the view's refreshes of a kind (dearer_by_kind)
-    from_appends: bool = False  # by_kind's incremental side: RETRACTS_OVER_APPENDS times the appends' fastest
+    from_appends: float = 0.0  # by_kind's incremental side: this many times the appends' fastest (0: not from them)
 
     @property
     def cheaper(self) -> str:
@@ -177,7 +183,7 @@ class Estimate:
             line += "; full is tried once: its only measure is the view's first refresh, which also created it"
         if self.from_appends:
             line += (f"; changes that take rows away, not yet refreshed incrementally, cost at least "
-                     f"{RETRACTS_OVER_APPENDS:g} times the view's appends: {self.incremental_s:.1f} s")
+                     f"{self.from_appends:g} times the view's appends: {self.incremental_s:.1f} s")
         elif self.by_kind is not None:
             kind = "changes that take rows away" if self.by_kind else "appends"
             line += f"; the view's incremental refreshes of {kind} took at least {self.incremental_s:.1f} s"
@@ -256,14 +262,15 @@ def alike(past: list[Past], retracts: bool | None) -> list[Past]:
 
 
 def dearer_by_kind(past: list[Past], retracts: bool | None, change_bytes: int, full_bytes: int,
-                   min_work: int = MIN_WORK, spent: float = 0.0) -> Estimate | None:
+                   min_work: int = MIN_WORK, spent: float = 0.0,
+                   over_appends: float = RETRACTS_OVER_APPENDS) -> Estimate | None:
     """A full refresh (the estimate of both), whatever the change's size, when every incremental
     refresh of the change's kind among the view's newest (`alike`) took longer than a full refresh
     of today's sources would (`_full_seconds`), after the `spent` seconds this refresh already
     took (reading the change, under a watermark): whatever its size, such a change costs at
     least that. A change that takes rows away, of a kind not yet measured, costs at least
-    RETRACTS_OVER_APPENDS times what the view's appends did (it does all they do, and reads the
-    view to net and merge): it is tried incrementally once a full refresh costs more. While the full side
+    `over_appends` times what the view's appends did (it does all they do, and reads the view to
+    net and merge; `retracts_over_appends`): it is tried incrementally once a full refresh costs more. While the full side
     is known only from the view's first refresh (which overstates it), a full refresh is tried once
     when it is within TRY_FULL_WITHIN times the kind's own (`tries_full`, as `weigh` does). None when
     neither is so, or not known. An incremental refresh of the kind is tried again once all such
@@ -282,8 +289,8 @@ def dearer_by_kind(past: list[Past], retracts: bool | None, change_bytes: int, f
     full_s = _full_seconds(past, full_bytes, min_work)
     if not same or full_s is None:
         return None
-    from_appends = kind != retracts
-    fastest = min(p.duration_s for p in same) * (RETRACTS_OVER_APPENDS if from_appends else 1.0)
+    from_appends = over_appends if kind != retracts else 0.0
+    fastest = min(p.duration_s for p in same) * (from_appends or 1.0)
     full_s = round(full_s + spent, 1)
     tries = not _measured_full(past) and not from_appends and fastest <= full_s < TRY_FULL_WITHIN * fastest
     if fastest <= full_s and not tries:
@@ -322,7 +329,8 @@ def _rate(past: list[Past], min_work: int, fixed: float) -> float | None:
 
 
 def before_reading(spark: SparkSession, view: str, sizes: Sizes, previous: RefreshState | None,
-                   previous_end: float | None, retracts: bool | None = None) -> Estimate | None:
+                   previous_end: float | None, retracts: bool | None = None,
+                   over_appends: float = RETRACTS_OVER_APPENDS) -> Estimate | None:
     """The estimate from the change's size alone, before it is read: an incremental refresh reads at
     least the change (and over several sources what its terms must join it with: `joined`), a full
     one every source file and every view file; or, whatever the change's size, a full refresh when
@@ -331,7 +339,7 @@ def before_reading(spark: SparkSession, view: str, sizes: Sizes, previous: Refre
     unknown, or neither tells and the change is under WEIGH_CHANGE of the full refresh's work."""
     if sizes.change is None or sizes.full is None:
         return None
-    known = by_kind(spark, view, sizes, previous, previous_end, retracts)
+    known = by_kind(spark, view, sizes, previous, previous_end, retracts, over_appends=over_appends)
     if known is not None:
         return known
     if sizes.change + sizes.joined < WEIGH_CHANGE * sizes.full:
@@ -341,15 +349,26 @@ def before_reading(spark: SparkSession, view: str, sizes: Sizes, previous: Refre
 
 
 def by_kind(spark: SparkSession, view: str, sizes: Sizes, previous: RefreshState | None,
-            previous_end: float | None, retracts: bool | None, spent: float = 0.0) -> Estimate | None:
+            previous_end: float | None, retracts: bool | None, spent: float = 0.0,
+            over_appends: float = RETRACTS_OVER_APPENDS) -> Estimate | None:
     """`dearer_by_kind` for a change of the kind `retracts` says to `view` (`sizes`, from the log),
-    from the newest refreshes the `previous` refresh's state keeps, `spent` seconds into this one;
-    None when it keeps none, or the full refresh's work is not known. It reads no file: any shape,
-    any time in a refresh."""
+    from the newest refreshes the `previous` refresh's state keeps, `spent` seconds into this one,
+    a retracting change not yet measured priced at `over_appends` times the appends; None when it
+    keeps none, or the full refresh's work is not known. It reads no file: any shape, any time in
+    a refresh."""
     if sizes.full is None or previous is None or not previous.recent or previous_end is None:
         return None
     return dearer_by_kind(past(spark, view, previous, previous_end), retracts, (sizes.change or 0) + sizes.joined,
-                          sizes.full, _min_work(spark), spent)
+                          sizes.full, _min_work(spark), spent, over_appends)
+
+
+def retracts_over_appends(info: QueryInfo) -> float:
+    """How many times its fastest append a change that takes rows away costs a view of the query
+    `info`, at least, until one is measured: ROWS_RETRACTS_OVER_APPENDS for a view of rows kept by
+    its delta rules, not window by window (its appends read nothing but the change), else
+    RETRACTS_OVER_APPENDS."""
+    rows = info.shape == "rows" and not info.window_local
+    return ROWS_RETRACTS_OVER_APPENDS if rows else RETRACTS_OVER_APPENDS
 
 
 def planned(spark: SparkSession, view: str, query: str, incremental: tuple[str | None, str], sizes: Sizes,

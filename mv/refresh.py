@@ -329,8 +329,10 @@ def _weighed_before_reading(spark: SparkSession, view: View, info: QueryInfo, si
     auto = view.definition.policy == "AUTO"
     upfront = None
     if chosen.technique == "incremental" and (dry or auto) and not view.definition.watermark_column:
-        upfront = estimate.before_reading(spark, view.name, sizes, previous, previous_end, retracts) \
-            if weighed(info) else estimate.by_kind(spark, view.name, sizes, previous, previous_end, retracts)
+        over = estimate.retracts_over_appends(info)
+        upfront = estimate.before_reading(spark, view.name, sizes, previous, previous_end, retracts, over) \
+            if weighed(info) else estimate.by_kind(spark, view.name, sizes, previous, previous_end, retracts,
+                                                   over_appends=over)
     if upfront is not None and upfront.switches and auto:
         chosen = Plan("full", estimate.FULL_CHEAPER)
     if dry and chosen.technique != "incremental":

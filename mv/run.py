@@ -169,7 +169,8 @@ def known_dearer(run: Run) -> Estimate | None:
     if not run.dry and run.view.definition.policy != "AUTO":
         return None
     return run.outcome.weighed(estimate.by_kind(run.spark, run.view.name, run.sizes, run.previous, run.previous_end,
-                                                bool(run.updated), spent=time.time() - run.outcome.started_at))
+                                                bool(run.updated), spent=time.time() - run.outcome.started_at,
+                                                over_appends=estimate.retracts_over_appends(run.info)))
 
 
 def advanced(run: Run, latest: list[int | None]) -> tuple[int | None, int | None]:
