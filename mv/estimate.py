@@ -270,12 +270,12 @@ def dearer_by_kind(past: list[Past], retracts: bool | None, change_bytes: int, f
     took (reading the change, under a watermark): whatever its size, such a change costs at
     least that. A change that takes rows away, of a kind not yet measured, costs at least
     `over_appends` times what the view's appends did (it does all they do, and reads the view to
-    net and merge; `retracts_over_appends`): it is tried incrementally once a full refresh costs more. While the full side
-    is known only from the view's first refresh (which overstates it), a full refresh is tried once
-    when it is within TRY_FULL_WITHIN times the kind's own (`tries_full`, as `weigh` does). None when
-    neither is so, or not known. An incremental refresh of the kind is tried again once all such
-    refreshes have left the newest (PAST_REFRESHES), and sooner as the sources grow, since the full
-    refresh's estimate grows with them.
+    net and merge; `retracts_over_appends`): it is tried incrementally once a full refresh costs
+    more. While the full side is known only from the view's first refresh (which overstates it), a
+    full refresh is tried once when it is within TRY_FULL_WITHIN times the kind's own
+    (`tries_full`, as `weigh` does). None when neither is so, or not known. An incremental refresh
+    of the kind is tried again once all such refreshes have left the newest (PAST_REFRESHES), and
+    sooner as the sources grow, since the full refresh's estimate grows with them.
 
     Example: Nexmark's q2 at 1M bids, updated and deleted bids: incremental refreshes of that kind
     took 3.9 s, a full refresh 0.8 s: the next such change is refreshed in full, not read.
