@@ -72,6 +72,20 @@ def test_a_technique_not_yet_seen_takes_the_others_rate():
     assert (estimate.incremental_s, estimate.full_s, estimate.cheaper) == (1.5, 30.0, "incremental")
 
 
+def test_an_incremental_refresh_not_yet_run_that_plans_nearly_a_full_refreshs_work_is_dearer():
+    """Its side is its bytes alone, without what reading the change and merging cost: Nexmark's q6
+    at 1M bids (the average of each seller's last ten closing prices) planned as much as a full
+    refresh after CREATE and took 5.9 times as long incrementally."""
+    first = [Past("full", 100 * MB, 3.0, "FIRST_REFRESH")]
+    near = weigh(80 * MB, 100 * MB, first)
+    assert (near.incremental_s, near.full_s, near.cheaper, near.switches) == (2.4, 3.0, "full", True)
+    assert "not yet measured, plans at least 75% of a full refresh's work" in near.describe()
+    assert weigh(70 * MB, 100 * MB, first).cheaper == "incremental"  # q20: 0.68 of the bytes, 0.79 of the time
+    assert weigh(80 * MB, 100 * MB, []).cheaper == "full"  # no rate at all: the bytes, the same way
+    measured = weigh(80 * MB, 100 * MB, [*first, Past("incremental", MB, 0.5), Past("incremental", 20 * MB, 0.9)])
+    assert (measured.incremental_s, measured.cheaper) == (2.1, "incremental")  # its own: 0.5 s + 80 x 0.02
+
+
 def test_a_change_over_several_sources_is_weighed_with_what_its_terms_join_it_to():
     """Before it is read: a dimension's update joins the whole fact twice (its two signs), twice more
     through an outer join's flipped rows, and takes rows from the view (read and merged)."""
