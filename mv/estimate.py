@@ -250,8 +250,9 @@ def weigh(incremental_bytes: int, full_bytes: int, past: list[Past], min_work: i
     this refresh already took), in seconds. A change that takes rows away or not (`retracts`) is
     priced by the incremental refreshes of its kind when there are some (`alike`). The first
     refresh's rate is a full refresh's only while no other full refresh tells it; then `tries_full`
-    says whether it is within reach. With no incremental refresh at all, that side has no fixed
-    part: bytes within UNMEASURED_WITHIN of a full refresh's make full the cheaper (`unmeasured`).
+    says whether it is within reach. With a rate but no incremental refresh at all, that side has
+    no fixed part: bytes within UNMEASURED_WITHIN of a full refresh's make full the cheaper
+    (`unmeasured`). With no rate, the bytes alone decide (the refreshes' times are fixed costs).
 
     Example: first refresh 4.8 s, an incremental one 3.2 s, 1 s of this one spent:
         >>> weigh(MB, 14 * MB, [Past("full", 14 * MB, 4.8, FIRST_REFRESH), Past("incremental", MB, 3.2)], spent=1.0)
@@ -264,7 +265,7 @@ def weigh(incremental_bytes: int, full_bytes: int, past: list[Past], min_work: i
     inc_rate = rates["incremental"] if rates["incremental"] is not None else rates["full"]
     full_rate = rates["full"] if rates["full"] is not None else rates["incremental"]
     if inc_rate is None:
-        return Estimate(incremental_bytes, full_bytes, unmeasured=not incremental)
+        return Estimate(incremental_bytes, full_bytes)
     incremental_s = round(max(0.0, fixed - spent) + incremental_bytes * inc_rate, 1)
     full_s = round(full_bytes * full_rate, 1)
     tries = (not measured and rates["full"] is not None and bool(incremental)

@@ -81,7 +81,7 @@ def test_an_incremental_refresh_not_yet_run_that_plans_nearly_a_full_refreshs_wo
     assert (near.incremental_s, near.full_s, near.cheaper, near.switches) == (2.4, 3.0, "full", True)
     assert "not yet measured, plans at least 75% of a full refresh's work" in near.describe()
     assert weigh(70 * MB, 100 * MB, first).cheaper == "incremental"  # q20: 0.68 of the bytes, 0.79 of the time
-    assert weigh(80 * MB, 100 * MB, []).cheaper == "full"  # no rate at all: the bytes, the same way
+    assert weigh(80 * MB, 100 * MB, []).cheaper == "incremental"  # no rate at all: the bytes alone
     measured = weigh(80 * MB, 100 * MB, [*first, Past("incremental", MB, 0.5), Past("incremental", 20 * MB, 0.9)])
     assert (measured.incremental_s, measured.cheaper) == (2.1, "incremental")  # its own: 0.5 s + 80 x 0.02
 
