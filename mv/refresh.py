@@ -248,8 +248,11 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
             progress.phase(view.name, "merging")
             outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = _commit(run, new_state, write)
         finally:
+            beside = run.waited()  # the open-window table's commit, run beside the view's (open_windows.replace)
             for frame in run.cached:
                 frame.unpersist()
+    if beside is not None:
+        raise beside
     progress.checkpoint("committed")
     outcome.duration_s = round(time.time() - started, 3)  # the statement's, its commit included
     return outcome

@@ -10,9 +10,10 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.util import InheritableThread
 
 from mv import estimate, watermark
 from mv.catalog import View
@@ -94,6 +95,30 @@ class Run:
     updated: frozenset[str] = frozenset()
     netted: set[str] = field(default_factory=set)  # the sources whose change `change_feed.read` netted
     switched_s: float = 0.0  # when AUTO switched to a full refresh after reading the change (estimate.Past)
+    begun: list = field(default_factory=list)  # work running beside the refresh (`beside`): (thread, outcome)
+
+    def beside(self, work: Callable[[], None]) -> None:
+        """Run `work` (a commit to a table beside the view's: open_windows.replace) in a thread of
+        its own, with this thread's Spark job properties, while the refresh goes on; `waited` joins it."""
+        outcome: dict = {}
+
+        def run() -> None:
+            try:
+                work()
+            except BaseException as e:  # noqa: BLE001 - handed to the refresh's thread by `waited`
+                outcome["error"] = e
+        thread = InheritableThread(run, session=self.spark)
+        thread.start()
+        self.begun.append((thread, outcome))
+
+    def waited(self) -> BaseException | None:
+        """Wait for the work begun `beside`; the first error it raised, if any."""
+        found = None
+        for thread, outcome in self.begun:
+            thread.join()
+            found = found or outcome.get("error")
+        self.begun.clear()
+        return found
 
     @property
     def columns(self) -> list[str]:
