@@ -228,7 +228,8 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
               open_state=open_windows.kept(view, info, previous, tables.get(view.open_table)),
               late_exists=tables[view.late_table].exists, replaces_schema=replaces_schema,
               source_schemas={s: types for s in info.source_tables if (types := tables[s].column_types)},
-              previous_end=previous_end, updated=updated)
+              previous_end=previous_end, updated=updated,
+              near_full=upfront is not None and chosen.reason == estimate.FULL_CHEAPER and upfront.unmeasured_near_full)
     # A view too large for its checksum to list its files has them listed in the background meanwhile,
     # for the merge; a small view's files are read from its checksum without a Spark job.
     with snapshots.warming(spark, [] if tables[view.name].small else [view.name]):
@@ -244,7 +245,8 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
             outcome.duration_s = round(time.time() - started, 3)
             new_state = replace(new_state, metrics=_metrics(outcome), recent=estimate.recent(
                 estimate.past(spark, view.name, previous, run.previous_end) if previous else [],
-                outcome.technique, outcome.work_bytes, outcome.duration_s, outcome.reason, retracts, run.switched_s))
+                outcome.technique, outcome.work_bytes, outcome.duration_s, outcome.reason, retracts, run.switched_s,
+                run.near_full))
             progress.phase(view.name, "merging")
             outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = _commit(run, new_state, write)
         finally:
@@ -280,6 +282,7 @@ def _recomputed(run: Run, technique: str) -> tuple[RefreshState, Write]:
     except estimate.FullCheaper as cheaper:  # AUTO: the estimate says a full refresh costs less
         outcome.technique, outcome.reason, outcome.work_bytes = "full", estimate.FULL_CHEAPER, cheaper.estimate.full_bytes
         run.switched_s = round(time.time() - outcome.started_at, 3)
+        run.near_full = cheaper.estimate.unmeasured_near_full
     return _full(run)
 
 

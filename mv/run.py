@@ -95,6 +95,7 @@ class Run:
     updated: frozenset[str] = frozenset()
     netted: set[str] = field(default_factory=set)  # the sources whose change `change_feed.read` netted
     switched_s: float = 0.0  # when AUTO switched to a full refresh after reading the change (estimate.Past)
+    near_full: bool = False  # AUTO went full: an incremental refresh not yet measured planned near a full one's work
     begun: list = field(default_factory=list)  # work running beside the refresh (`beside`): (thread, outcome)
 
     def beside(self, work: Callable[[], None]) -> None:

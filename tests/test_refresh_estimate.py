@@ -11,7 +11,7 @@ import pytest
 
 from mv.delta_tables import Table
 from mv import delta_tables, estimate, refresh, state, window_refresh
-from mv.estimate import MB, PAST_REFRESHES, Estimate, Past, Sizes, dearer_by_kind, hindsight, joined, past, weigh
+from mv.estimate import MB, PAST_REFRESHES, Estimate, Past, Sizes, dearer_by_kind, hindsight, joined, past, recent, weigh
 from mv.run import Outcome
 from mv.query import Read, describe
 from mv.settings import session_settings
@@ -65,6 +65,21 @@ def test_a_full_refresh_measured_only_by_the_views_first_is_tried_once_when_with
     assert (measured.full_s, measured.cheaper, measured.tries_full) == (2.0, "full", False)
     far = weigh(MB, 140 * MB, [replace(first, work_bytes=140 * MB, duration_s=48.0), past[1]], spent=1.0)
     assert not far.tries_full and not far.switches   # 48 s against 2.5 s: not worth a try
+
+
+def test_a_change_planned_near_a_full_refresh_before_goes_full_unread_until_an_incremental_is_measured():
+    """Nexmark's q6 at 1M bids: its first refresh after CREATE went full, the incremental one planned
+    as much work; its next change was read only to switch again (1.02 s against 0.67 s in full)."""
+    first = Past("full", 100 * MB, 3.0, "FIRST_REFRESH")
+    switched = Past(*recent([first], "full", 100 * MB, 1.5, estimate.FULL_CHEAPER, False, 0.4, near_full=True)[-1])
+    retracting = dearer_by_kind([first, switched], True, MB, 100 * MB)
+    assert retracting.switches and retracting.planned_near_full and retracting.full_s == 1.1  # 1.5 s less 0.4 s
+    assert "planned at least 75% of a full refresh's work for a change of this kind" in retracting.describe()
+    assert dearer_by_kind([first, switched], False, MB, 100 * MB).switches   # an append, as that one was
+    after_retracting = replace(switched, retracts=True)   # an append may plan less than a retraction did
+    assert dearer_by_kind([first, after_retracting], False, MB, 100 * MB) is None
+    measured = [first, switched, Past("incremental", MB, 0.5, "CHANGES_ONLY", False)]
+    assert not estimate.planned_near_full(measured, True)   # the incremental side has a measure now
 
 
 def test_a_technique_not_yet_seen_takes_the_others_rate():
@@ -351,7 +366,7 @@ def test_a_refresh_keeps_its_newest_refreshes_in_its_state_as_the_history_has_th
     assert end is not None and len(found.recent) >= 3
     kept = [replace(p, retracts=None, switched_s=0.0) for p in past(spark, "est_auto", found, end)]  # not in the history
     assert kept == [Past(*row) for row in history.collect()][-PAST_REFRESHES:]
-    assert found.recent[-1][4:] == [False, 0.0]   # its change, an insert, took no rows away; no switch
+    assert found.recent[-1][4:] == [False, 0.0, False]   # its change, an insert, took no rows away; no switch
 
 
 def test_a_view_with_a_watermark_reads_its_change_first_so_its_late_rows_are_kept(spark, views):
