@@ -169,7 +169,7 @@ class Estimate:
     by_kind: bool | None = None  # the incremental side: the fastest of the view's refreshes of a kind (dearer_by_kind)
     from_appends: float = 0.0  # by_kind's incremental side: this many times the appends' fastest (0: not from them)
     unmeasured: bool = False  # no incremental refresh among the view's newest: its side is its bytes alone
-    planned_near_full: bool = False  # unmeasured, and a change of its kind planned near full before (`near_full`)
+    planned_near_full: bool = False  # no incremental measured, and a change of its kind planned near full before
 
     @property
     def unmeasured_near_full(self) -> bool:
@@ -330,7 +330,7 @@ def dearer_by_kind(past: list[Past], retracts: bool | None, change_bytes: int, f
     if planned_near_full(past, retracts):
         full_s = _full_seconds(past, full_bytes, min_work)
         return Estimate(change_bytes, full_bytes, full_s=None if full_s is None else round(full_s + spent, 1),
-                        at_least=True, unmeasured=True, planned_near_full=True)
+                        at_least=True, planned_near_full=True)
     same, kind = alike(past, retracts), retracts
     if not same and retracts:
         same, kind = alike(past, False), False
