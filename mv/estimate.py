@@ -34,7 +34,7 @@ Example:
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import astuple, dataclass, replace
 
 from pyspark.sql import SparkSession
 
@@ -484,6 +484,5 @@ def recent(past_refreshes: list[Past], technique: str, work_bytes: int | None, d
         [["full", 9000, 2.4, "FIRST_REFRESH", None, 0.0, False],
          ["incremental", 300, 0.4, "CHANGES_ONLY", False, 0.0, False]]
     """
-    kept = [[p.technique, p.work_bytes, p.duration_s, p.reason, p.retracts, p.switched_s, p.near_full]
-            for p in past_refreshes]
-    return (kept + [[technique, work_bytes, duration_s, reason, retracts, switched_s, near_full]])[-PAST_REFRESHES:]
+    this = Past(technique, work_bytes, duration_s, reason, retracts, switched_s, near_full)
+    return [list(astuple(p)) for p in [*past_refreshes, this]][-PAST_REFRESHES:]  # Past's fields, in order
