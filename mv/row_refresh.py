@@ -154,6 +154,9 @@ def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, i
         one_term = keys or read.signed and all(signs[source].get(s) for s in (1, -1))
         whole = one_term or (read.regroups or read.flips) and not keys
         change = run.temp_view(changes[source], f"change_{i}") if whole else None
+        # Kept to its rows' bounds, a change lets the joins infer them for the other reads.
+        bounded = len(reads) > 1 and (keys or read.flips or not read.regroups)
+        bounds = _value_bounds(run, source, changes[source]) if bounded else None
         if read.regroups and not keys:  # its aggregates' touched groups, new (+) and old (-)
             within = None
             if read.window:
@@ -167,15 +170,15 @@ def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, i
             term(1, _kept_to(run.source(source), within), regroups=change)
             term(-1, _kept_to(run.previous_source(source), within), regroups=change)
         elif one_term:
-            term(1 if keys else BOTH, change, signed=not keys)
+            term(1 if keys else BOTH, _kept_to(change, bounds), signed=not keys)
         elif not keys:
             for sign in (1, -1):
                 if signs[source].get(sign):
                     rows = changes[source].where(F.col(SIGN) == sign)
-                    term(sign, run.temp_view(rows, f"{'in' if sign > 0 else 'out'}_{i}"))
+                    term(sign, _kept_to(run.temp_view(rows, f"{'in' if sign > 0 else 'out'}_{i}"), bounds))
         if read.flips and not keys:  # the other side's rows whose match came or went
-            term(1, run.source(source), flips=change)
-            term(-1, run.previous_source(source), flips=change)
+            term(1, run.source(source), flips=_kept_to(change, bounds))
+            term(-1, run.previous_source(source), flips=_kept_to(change, bounds))
     return parts
 
 
@@ -280,6 +283,24 @@ def _time_within(window: dict, span: tuple[int, int] | None, size: int, t: str) 
         return "FALSE"
     column = quote(window["time_column"])
     return f"{column} >= {time_sql(span[0] - 2 * size, t)} AND {column} <= {time_sql(span[1] + 2 * size, t)}"
+
+
+def _value_bounds(run: Run, source: str, change: DataFrame) -> str | None:
+    """A condition every row of `change` (a source's signed change) meets on its columns that the
+    query equates with another's (writes.value_range; all it uses if those are unknown): kept to
+    it, a term's change is the same rows, and Spark infers the same bounds for each column they
+    equal (InferFiltersFromConstraints), so Delta skips the other sources' files outside them.
+    One job over the cached change; None, and no job, when no column is equated.
+
+    Example: Nexmark's q20 (bids JOIN auctions ON auction = id) after an append: the new
+    auctions' ids are the highest, and the term joining them with the bids as of the last
+    refresh reads only the bid files whose auction ids reach that range, not all of them.
+    """
+    columns = run.info.equated_columns(source)
+    if columns is None:
+        columns = run.info.used_columns(source) or [c for c in change.columns
+                                                    if c not in (*change_feed.FEED_COLUMNS, SIGN)]
+    return writes.value_range(change.select(*[quote(c) for c in columns])) if columns else None
 
 
 def _kept_to(relation: str, condition: str | None) -> str:

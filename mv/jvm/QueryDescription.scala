@@ -497,6 +497,7 @@ object QueryDescription extends PredicateHelper {
   private def sources(plan: LogicalPlan, reasons: mutable.Set[String], rows: Boolean): Seq[Map[String, Any]] = {
     val leaves = plan.collectLeaves().distinct
     lazy val used = usedColumns(plan)
+    lazy val equated = equatedColumns(plan)
     // each read's regroupWindow, by its index: the field below, its partners and the bands use it
     lazy val windows = leaves.indices.flatMap { i =>
       leaves(i) match {
@@ -515,6 +516,7 @@ object QueryDescription extends PredicateHelper {
           "materialized_view" -> (isDelta && r.catalogTable.exists(isMaterializedView)),
           "columns" -> r.output.map(_.name),  // every column: a change feed carries them all
           "used" -> used.map(u => r.output.filter(u.contains).map(_.name)).orNull,
+          "equated" -> r.output.filter(equated.contains).map(_.name),
           // a join's matches that this source's change flips (DeltaRules.flips): rows views add those terms
           "flips" -> (r.catalogTable.isDefined && DeltaRules.flippedAt(plan, r) > 0),
           // read under an aggregate of a query of rows (DeltaRules.regroups): its terms recompute its groups
@@ -532,6 +534,27 @@ object QueryDescription extends PredicateHelper {
         reasons += "UNSUPPORTED_SOURCE"
         Some(Map("table" -> null, "provider" -> other.nodeName))
     }
+  }
+
+  /**
+   * The attributes of its relations that an equality of two columns in a join's or a filter's
+   * condition names (`a.id = b.auction`; `FROM a, b WHERE ...` too), through renames: kept to the
+   * bounds of its change's values there, a term's change lets Spark infer the same bounds for the
+   * column it equals (InferFiltersFromConstraints), whose files outside them Delta skips
+   * (mv/row_refresh.py).
+   */
+  private def equatedColumns(plan: LogicalPlan): AttributeSet = {
+    val renamed: Map[ExprId, Attribute] = plan.collect {
+      case p: Project => p.projectList.collect { case a @ Alias(c: Attribute, _) => a.exprId -> c }
+    }.flatten.toMap
+    def origin(a: Attribute): Attribute = renamed.get(a.exprId).map(origin).getOrElse(a)
+    AttributeSet(plan.collect {
+      case Join(_, _, _, Some(condition), _) => condition
+      case Filter(condition, _) => condition
+    }.flatMap(splitConjunctivePredicates).flatMap {
+      case EqualTo(a: Attribute, b: Attribute) => Seq(origin(a), origin(b))
+      case _ => Nil
+    })
   }
 
   /**
