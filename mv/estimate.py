@@ -112,15 +112,18 @@ class Sizes:
     joined: int = 0
 
     @staticmethod
-    def of(tables: dict[str, Table], view: str, reads: list[Read], by_terms: bool = True) -> Sizes:
+    def of(tables: dict[str, Table], view: str, reads: list[Read], by_terms: bool = True,
+           bounded: bool = False) -> Sizes:
         """The sizes of `view` over its sources' `reads`; `joined` only for a refresh `by_terms`
         (mv/row_refresh.py): one window by window (window_refresh, or row_refresh.window_terms)
-        reads the other sources' touched windows alone, not known before reading."""
+        reads the other sources' touched windows alone, not known before reading. `bounded`: its
+        terms are all its work (a view of rows), so those of a change joined on columns it bounds
+        may read little of the other sources (`joined`)."""
         def total(values: list[int | None]) -> int | None:
             return None if None in values else sum(values)
         sources = list(dict.fromkeys(r.table for r in reads))
         return Sizes(total([tables[s].bytes for s in sources]), total([tables[s].change_bytes for s in sources]),
-                     tables[view].bytes, joined(tables, view, reads) if by_terms else 0)
+                     tables[view].bytes, joined(tables, view, reads, bounded) if by_terms else 0)
 
     @property
     def full(self) -> int | None:
@@ -132,15 +135,20 @@ class Sizes:
         return None not in (self.change, self.source) and self.change < SMALL_CHANGE * self.source
 
 
-def joined(tables: dict[str, Table], view: str, reads: list[Read]) -> int:
+def joined(tables: dict[str, Table], view: str, reads: list[Read], bounded: bool = True) -> int:
     """What a change of a view that reads several sources (or one twice: a self-join) reads besides
     itself, at least, known from the log before it is read (mv/row_refresh.py's terms): each changed
     read's terms read every other read in full, once per sign its change has (inserted rows; taken
     away: `change_retracts`), twice more where it flips an outer join's rows; a read under an
     aggregate, twice (at both versions), and the view, as does a change that takes rows away: they
-    merge into it. 0 for one read, or when a size is unknown.
+    merge into it. 0 for one read, or when a size is unknown. With `bounded` (a view of rows,
+    whose terms are all its work: a GROUP BY or OVER recomputes its touched keys from whole
+    sources after them), a change joined on columns it is bounded by (Read.equated) may skip most
+    of the other reads (new auctions join the newest bids' files alone): those count nothing
+    before it is read, and its flips read the matched source itself, at both versions.
 
-    Example: a 1 MB dimension updated under a 90 MB fact: 2 x 90 MB (its two signs' terms) + 2 x the view.
+    Example: a 1 MB dimension updated under a 90 MB fact, joined on a column computed from the
+    fact's: 2 x 90 MB (its two signs' terms) + 2 x the view.
     """
     if len(reads) < 2 or any(tables[r.table].bytes is None for r in reads) or tables[view].bytes is None:
         return 0
@@ -151,7 +159,10 @@ def joined(tables: dict[str, Table], view: str, reads: list[Read]) -> int:
             continue
         others = sum(tables[r.table].bytes for j, r in enumerate(reads) if j != i)
         signs = 2 if read.regroups or changed.change_retracts else 1
-        work += others * (signs + (2 if read.flips else 0))
+        if read.regroups or not (bounded and read.equated):
+            work += others * (signs + (2 if read.flips else 0))
+        elif read.flips:
+            work += 2 * changed.bytes
         retracts = retracts or read.regroups or bool(changed.change_retracts)
     return work + (2 * tables[view].bytes if retracts else 0)
 

@@ -215,7 +215,8 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
         return _unchanged(view, previous, started)
     # window by window (mv/window_refresh.py, or a window-local query of rows): the other reads are
     # read within the change's time range alone, not known before reading it
-    sizes = estimate.Sizes.of(tables, view.name, info.reads, by_terms=not (by_windows(info) or info.window_local))
+    sizes = estimate.Sizes.of(tables, view.name, info.reads, by_terms=not (by_windows(info) or info.window_local),
+                              bounded=info.shape == "rows")
     previous_end = last_refresh_end(tables[view.name])
     updated = frozenset(s for s in info.source_tables if tables[s].change_retracts)
     retracts = bool(updated) if weighs else None  # the change's kind, for AUTO's estimate and the next ones

@@ -115,6 +115,23 @@ def test_a_change_over_several_sources_is_weighed_with_what_its_terms_join_it_to
     assert joined(tables, "v", [Read("dim", "dim")]) == 0  # one read: nothing joined
 
 
+def test_a_change_joined_on_columns_it_bounds_counts_nothing_of_the_other_reads_before_it_is_read():
+    """Joined on an equality of columns (Read.equated), a view of rows' change terms are kept to
+    its values' bounds, which may skip most of the other reads' files: before it is read, only its
+    flips' reads of its own table (at both versions) and the view it takes rows from count. A
+    GROUP BY's touched keys are recomputed from the whole sources after its terms: all count."""
+    fact, view = Table(5, "f", bytes=90 * MB), Table(9, "v", bytes=40 * MB)
+    dimension = Table(3, "d", bytes=MB, change_bytes=MB // 10, change_retracts=True)
+    tables = {"fact": fact, "dim": dimension, "v": view}
+    assert joined(tables, "v", [Read("fact", "fact"), Read("dim", "dim", equated=("id",))]) == 2 * 40 * MB
+    flipped = [Read("fact", "fact"), Read("dim", "dim", flips=True, equated=("id",))]
+    assert joined(tables, "v", flipped) == 2 * MB + 2 * 40 * MB
+    regrouped = [Read("fact", "fact"), Read("dim", "dim", regroups=True, equated=("id",))]
+    assert joined(tables, "v", regrouped) == 2 * 90 * MB + 2 * 40 * MB  # an aggregate's groups: read whole
+    keys = [Read("fact", "fact"), Read("dim", "dim", equated=("id",))]  # a GROUP BY's touched keys, recomputed
+    assert joined(tables, "v", keys, bounded=False) == 2 * 90 * MB + 2 * 40 * MB
+
+
 def test_a_self_join_weighs_its_change_against_the_other_read_of_its_own_table():
     """Nexmark q7's shape: new bids joined to the bids' per-window maximum. The raw read's term joins
     the whole aggregate; the aggregate's read runs twice (its two versions) against the raw read."""
