@@ -144,8 +144,10 @@ def joined(tables: dict[str, Table], view: str, reads: list[Read], bounded: bool
     merge into it. 0 for one read, or when a size is unknown. With `bounded` (a view of rows,
     whose terms are all its work: a GROUP BY or OVER recomputes its touched keys from whole
     sources after them), a change joined on columns it is bounded by (Read.equated) may skip most
-    of the other reads (new auctions join the newest bids' files alone): those count nothing
-    before it is read, and its flips read the matched source itself, at both versions.
+    of the other reads (new auctions join the newest bids' files alone): those of MIN_WORK or
+    more count nothing before it is read (smaller ones have few files to skip, and their
+    refreshes' times are fixed costs, which bytes do not tell), and its flips read the matched
+    source itself, at both versions.
 
     Example: a 1 MB dimension updated under a 90 MB fact, joined on a column computed from the
     fact's: 2 x 90 MB (its two signs' terms) + 2 x the view.
@@ -157,12 +159,12 @@ def joined(tables: dict[str, Table], view: str, reads: list[Read], bounded: bool
         changed = tables[read.table]
         if not changed.change_bytes:
             continue
-        others = sum(tables[r.table].bytes for j, r in enumerate(reads) if j != i)
+        others = [tables[r.table].bytes for j, r in enumerate(reads) if j != i]
         signs = 2 if read.regroups or changed.change_retracts else 1
-        if read.regroups or not (bounded and read.equated):
-            work += others * (signs + (2 if read.flips else 0))
-        elif read.flips:
-            work += 2 * changed.bytes
+        if bounded and read.equated and not read.regroups:  # only small tables, with few files to skip
+            others = [b for b in others if b < MIN_WORK]
+            work += 2 * changed.bytes if read.flips else 0
+        work += sum(others) * (signs + (2 if read.flips else 0))
         retracts = retracts or read.regroups or bool(changed.change_retracts)
     return work + (2 * tables[view].bytes if retracts else 0)
 

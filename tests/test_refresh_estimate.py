@@ -118,8 +118,9 @@ def test_a_change_over_several_sources_is_weighed_with_what_its_terms_join_it_to
 def test_a_change_joined_on_columns_it_bounds_counts_nothing_of_the_other_reads_before_it_is_read():
     """Joined on an equality of columns (Read.equated), a view of rows' change terms are kept to
     its values' bounds, which may skip most of the other reads' files: before it is read, only its
-    flips' reads of its own table (at both versions) and the view it takes rows from count. A
-    GROUP BY's touched keys are recomputed from the whole sources after its terms: all count."""
+    flips' reads of its own table (at both versions), the view it takes rows from and the small
+    tables it joins count. A GROUP BY's touched keys are recomputed from the whole sources after
+    its terms: all count."""
     fact, view = Table(5, "f", bytes=90 * MB), Table(9, "v", bytes=40 * MB)
     dimension = Table(3, "d", bytes=MB, change_bytes=MB // 10, change_retracts=True)
     tables = {"fact": fact, "dim": dimension, "v": view}
@@ -130,6 +131,10 @@ def test_a_change_joined_on_columns_it_bounds_counts_nothing_of_the_other_reads_
     assert joined(tables, "v", regrouped) == 2 * 90 * MB + 2 * 40 * MB  # an aggregate's groups: read whole
     keys = [Read("fact", "fact"), Read("dim", "dim", equated=("id",))]  # a GROUP BY's touched keys, recomputed
     assert joined(tables, "v", keys, bounded=False) == 2 * 90 * MB + 2 * 40 * MB
+    appended = {**tables, "dim": replace(dimension, change_bytes=None),
+                "fact": replace(fact, change_bytes=MB, change_retracts=False)}
+    assert joined(appended, "v", [Read("fact", "fact", equated=("dim",)), Read("dim", "dim", equated=("id",))]) \
+        == MB  # a 1 MB dimension has no files to skip: read whole, once
 
 
 def test_a_self_join_weighs_its_change_against_the_other_read_of_its_own_table():
