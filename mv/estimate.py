@@ -135,7 +135,7 @@ class Sizes:
         return None not in (self.change, self.source) and self.change < SMALL_CHANGE * self.source
 
 
-def joined(tables: dict[str, Table], view: str, reads: list[Read], bounded: bool = True) -> int:
+def joined(tables: dict[str, Table], view: str, reads: list[Read], bounded: bool = False) -> int:
     """What a change of a view that reads several sources (or one twice: a self-join) reads besides
     itself, at least, known from the log before it is read (mv/row_refresh.py's terms): each changed
     read's terms read every other read in full, once per sign its change has (inserted rows; taken

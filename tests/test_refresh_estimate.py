@@ -124,17 +124,17 @@ def test_a_change_joined_on_columns_it_bounds_counts_nothing_of_the_other_reads_
     fact, view = Table(5, "f", bytes=90 * MB), Table(9, "v", bytes=40 * MB)
     dimension = Table(3, "d", bytes=MB, change_bytes=MB // 10, change_retracts=True)
     tables = {"fact": fact, "dim": dimension, "v": view}
-    assert joined(tables, "v", [Read("fact", "fact"), Read("dim", "dim", equated=("id",))]) == 2 * 40 * MB
+    on_id = [Read("fact", "fact"), Read("dim", "dim", equated=("id",))]
+    assert joined(tables, "v", on_id, bounded=True) == 2 * 40 * MB
     flipped = [Read("fact", "fact"), Read("dim", "dim", flips=True, equated=("id",))]
-    assert joined(tables, "v", flipped) == 2 * MB + 2 * 40 * MB
+    assert joined(tables, "v", flipped, bounded=True) == 2 * MB + 2 * 40 * MB
     regrouped = [Read("fact", "fact"), Read("dim", "dim", regroups=True, equated=("id",))]
-    assert joined(tables, "v", regrouped) == 2 * 90 * MB + 2 * 40 * MB  # an aggregate's groups: read whole
-    keys = [Read("fact", "fact"), Read("dim", "dim", equated=("id",))]  # a GROUP BY's touched keys, recomputed
-    assert joined(tables, "v", keys, bounded=False) == 2 * 90 * MB + 2 * 40 * MB
+    assert joined(tables, "v", regrouped, bounded=True) == 2 * 90 * MB + 2 * 40 * MB  # groups: read whole
+    assert joined(tables, "v", on_id) == 2 * 90 * MB + 2 * 40 * MB  # a GROUP BY's touched keys, recomputed
     appended = {**tables, "dim": replace(dimension, change_bytes=None),
                 "fact": replace(fact, change_bytes=MB, change_retracts=False)}
-    assert joined(appended, "v", [Read("fact", "fact", equated=("dim",)), Read("dim", "dim", equated=("id",))]) \
-        == MB  # a 1 MB dimension has no files to skip: read whole, once
+    assert joined(appended, "v", [Read("fact", "fact", equated=("dim",)), Read("dim", "dim", equated=("id",))],
+                  bounded=True) == MB  # a 1 MB dimension has no files to skip: read whole, once
 
 
 def test_a_self_join_weighs_its_change_against_the_other_read_of_its_own_table():
