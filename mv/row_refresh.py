@@ -71,7 +71,7 @@ def refresh_groups_by_change(run: Run, changes: dict[str, DataFrame], signs: dic
     the term over the auctions' change outputs books and toys, both recomputed.
     """
     parts = _parts(run, changes, signs, keys=True)
-    _weigh(run, parts, reads_view=True)
+    _weigh(run, parts, reads_view=True, recomputes=not run.info.windows)
     if not parts:
         return writes.STATE_ONLY
     touched = _touched(run, parts, run.info.group_by)
@@ -99,7 +99,7 @@ def refresh_partitions(run: Run, changes: dict[str, DataFrame], signs: dict[str,
     its fourth bid moves up (one insert), the deleted one goes (one delete).
     """
     parts = _parts(run, changes, signs, keys=True)
-    _weigh(run, parts, reads_view=True)
+    _weigh(run, parts, reads_view=True, recomputes=True)
     if not parts:
         return writes.STATE_ONLY
     keys = run.info.partition_by
@@ -308,11 +308,16 @@ def _kept_to(relation: str, condition: str | None) -> str:
     return relation if condition is None else f"(SELECT * FROM {relation} WHERE {condition})"
 
 
-def _weigh(run: Run, parts: list[tuple[int, str, str]], reads_view: bool) -> None:
+def _weigh(run: Run, parts: list[tuple[int, str, str]], reads_view: bool, recomputes: bool = False) -> None:
     """REFRESH POLICY AUTO's estimate (mv/estimate.py) of the rest of this refresh: the terms read
-    every source but the changed one in full (a dimension's change joins the whole fact table), and
-    a change that takes copies away, or regroups, reads the view to find them (`reads_view`) and
-    merges into it. Raises estimate.FullCheaper when a full refresh costs less (AUTO), and
+    every source but the changed one, in the files their change's bounds leave (a dimension's
+    change scattered over its keys joins the whole fact table), and a change that takes copies
+    away, or regroups, reads the view to find them (`reads_view`) and merges into it. Keys the
+    terms of a join find and the query then `recomputes` (a GROUP BY without windows, an OVER)
+    are priced at the whole query, as when the terms read the other sources whole: the keys are
+    not known yet, and their recomputation may read everything (q9 at 1M bids: two bid files,
+    neither skipped; bounded terms alone made its first append look cheap, and it ran at 3.3
+    times a full refresh). Raises estimate.FullCheaper when a full refresh costs less (AUTO), and
     estimate.Estimated when asked only for the estimate (EXPLAIN). A change under SMALL_CHANGE of
     the sources' bytes goes unweighed only for a view that reads one source once, outside any
     aggregate: a small change of a source is joined with all of another read (of another source, or
@@ -328,6 +333,8 @@ def _weigh(run: Run, parts: list[tuple[int, str, str]], reads_view: bool) -> Non
         return
     terms = " UNION ALL ".join(f"SELECT 1 AS one FROM ({query}) q{i}" for i, (_, _, query) in enumerate(parts))
     view = f"SELECT * FROM {run.view.name}"
+    if recomputes and len(run.info.reads) > 1:
+        terms += f" UNION ALL SELECT 1 AS one FROM ({run.query}) r"
     source = f"SELECT 1 FROM ({terms}) t UNION ALL SELECT 1 FROM ({view}) v" if reads_view else terms
     found = estimate.planned(run.spark, run.view.name, run.query, (source, view if reads_view else None),
                              run.sizes, spent=time.time() - run.outcome.started_at, previous=run.previous,
