@@ -74,8 +74,9 @@ class Read:
     # Its change's term carries each row's sign to the output (DeltaRules.signed): both sides of the
     # change in one term, the other sources read once.
     signed: bool = False
-    # Its columns an equality with another's names (QueryInfo.equated_columns): its change's terms
-    # bound the reads they join by its values (row_refresh._value_bounds).
+    # Its columns an equality of two columns in a join's or filter's condition names (mv_describe's
+    # `equated`, in the table's order): its change's terms bound the reads they join by their values
+    # (row_refresh._value_bounds).
     equated: tuple[str, ...] = ()
 
 
@@ -147,28 +148,11 @@ class QueryInfo:
             ...     "spark_catalog.default.bids")
             ['auction']
         """
-        return self._listed_columns(table, "used")
-
-    def equated_columns(self, table: str) -> list[str] | None:
-        """The columns of `table` that an equality of two columns in a join's or filter's condition
-        names (`b.auction = a.id`), in the table's order: bounds on them reach the tables it
-        joins (mv/row_refresh.py). None when unknown (a description from before they were kept).
-
-        Example:
-            >>> describe(spark, "SELECT b.price, a.category FROM bids b JOIN auctions a ON b.auction = a.id"
-            ...          ).equated_columns("spark_catalog.default.bids")
-            ['auction']
-        """
-        return self._listed_columns(table, "equated")
-
-    def _listed_columns(self, table: str, field: str) -> list[str] | None:
-        """The columns of `table` any of its reads lists under `field`, in the table's order; None
-        when a read lists none (its description is older than the field)."""
         reads = [s for s in self.sources if s.get("table") == table]
-        if not reads or any(s.get(field) is None for s in reads):
+        if not reads or any(s.get("used") is None for s in reads):
             return None
-        listed = {c for s in reads for c in s[field]}
-        return [c for c in reads[0].get("columns", []) if c in listed]
+        used = {c for s in reads for c in s["used"]}
+        return [c for c in reads[0].get("columns", []) if c in used]
 
     @property
     def reads(self) -> list[Read]:

@@ -294,7 +294,7 @@ def test_a_change_is_bounded_on_the_columns_an_equality_joins(spark, tables):
     bids, auctions, asks = (tables.names[t] for t in ("bids", "auctions", "asks"))
     info = describe(spark, f"SELECT b.id, a.category FROM (SELECT auction AS lot, id, price FROM {bids}) b, "
                            f"{auctions} a, {asks} s WHERE b.lot = a.id AND s.price + 1 = b.price")
-    assert [info.equated_columns(t) for t in info.source_tables] == [["auction"], ["id"], []]
+    assert [read.equated for read in info.reads] == [("auction",), ("id",), ()]
 
 
 @pytest.mark.parametrize("query, read", [
