@@ -76,13 +76,13 @@ def refresh_groups_by_change(run: Run, changes: dict[str, DataFrame], signs: dic
         return writes.STATE_ONLY
     touched = _touched(run, parts, run.info.group_by)
     if not run.info.windows:
-        return window_refresh.recompute_groups(run, run.temp_view(touched, "keys"))
+        return window_refresh.recompute_groups(run, touched)
     touched = touched.cache()  # read twice: for the windows' time ranges, then by the semi-join
     run.cached.append(touched)
     name, t = run.temp_view(touched, "keys"), run.time_type
     start, end = (micros_sql(quote(c), t) for c in (run.info.window_start, run.info.window_end))
     windows = [tuple(r) for r in run.spark.sql(f"SELECT DISTINCT {start}, {end} FROM {name}").collect()]
-    return window_refresh.recompute_groups(run, name, windows)
+    return window_refresh.recompute_groups(run, touched, windows)
 
 
 def refresh_partitions(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, int]]) -> Write:
@@ -110,10 +110,11 @@ def refresh_partitions(run: Run, changes: dict[str, DataFrame], signs: dict[str,
     on = " AND ".join(f"v.{quote(k)} <=> k.{quote(k)}" for k in keys)
     affected = f"LEFT SEMI JOIN {name} k ON {on}"
 
-    def kept(relation: str) -> str:  # the keys' ranges: a filter Spark pushes below the OVER (a semi-join it does not)
-        return f"(SELECT * FROM {relation} q WHERE {within})"
-    recomputed = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.*, 1 AS {SIGN} FROM {kept(f'({run.query})')} v {affected}")
-    current = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.*, -1 AS {SIGN} FROM {kept(run.view.name)} v {affected}")
+    # The keys' ranges: a filter Spark pushes below the OVER (a semi-join it does not).
+    recomputed = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.*, 1 AS {SIGN} "
+                               f"FROM {writes.kept_to(f'({run.query})', within)} v {affected}")
+    current = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.*, -1 AS {SIGN} "
+                            f"FROM {writes.kept_to(run.view.name, within)} v {affected}")
     return writes.counted(run, _netted(run, recomputed.unionByName(current)))
 
 
@@ -165,20 +166,20 @@ def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, i
                 for j in read.partners:  # joined on the touched windows' bounds: read only around them too
                     other = reads[j]
                     size = max(read.window["size"], other.window["size"])
-                    after[other.name] = _kept_to(after.get(other.name) or run.source(other.table),
+                    after[other.name] = writes.kept_to(after.get(other.name) or run.source(other.table),
                                                  _time_within(other.window, span, size, _time_type(run, other)))
-            term(1, _kept_to(run.source(source), within), regroups=change)
-            term(-1, _kept_to(run.previous_source(source), within), regroups=change)
+            term(1, writes.kept_to(run.source(source), within), regroups=change)
+            term(-1, writes.kept_to(run.previous_source(source), within), regroups=change)
         elif one_term:
-            term(1 if keys else BOTH, _kept_to(change, bounds), signed=not keys)
+            term(1 if keys else BOTH, writes.kept_to(change, bounds), signed=not keys)
         elif not keys:
             for sign in (1, -1):
                 if signs[source].get(sign):
                     rows = changes[source].where(F.col(SIGN) == sign)
-                    term(sign, _kept_to(run.temp_view(rows, f"{'in' if sign > 0 else 'out'}_{i}"), bounds))
+                    term(sign, writes.kept_to(run.temp_view(rows, f"{'in' if sign > 0 else 'out'}_{i}"), bounds))
         if read.flips and not keys:  # the other side's rows whose match came or went
-            term(1, run.source(source), flips=_kept_to(change, bounds))
-            term(-1, run.previous_source(source), flips=_kept_to(change, bounds))
+            term(1, run.source(source), flips=writes.kept_to(change, bounds))
+            term(-1, run.previous_source(source), flips=writes.kept_to(change, bounds))
     return parts
 
 
@@ -212,7 +213,7 @@ def window_terms(run: Run, changes: dict[str, DataFrame]) -> list[tuple[int, str
         return kept_to_span if near is None else f"{kept_to_span} AND {_in_buckets(read.window, near, t)}"
 
     def kept(version) -> dict[str, str]:
-        return {r.name: _kept_to(version(r.table), within(r)) for r in reads}
+        return {r.name: writes.kept_to(version(r.table), within(r)) for r in reads}
     old = (lambda t: run.previous_source(t) if t in changes else run.source(t))
     changed = next(iter(timed))[0]
     return [(1, changed, run.query_over(kept(run.source))), (-1, changed, run.query_over(kept(old)))]
@@ -297,11 +298,6 @@ def _value_bounds(change: DataFrame, columns: tuple[str, ...]) -> str:
     refresh reads only the bid files whose auction ids reach that range, not all of them.
     """
     return writes.value_range(change.select(*[quote(c) for c in columns]))
-
-
-def _kept_to(relation: str, condition: str | None) -> str:
-    """`relation` (a source as of a version, in SQL's FROM) with only its rows that meet `condition`."""
-    return relation if condition is None else f"(SELECT * FROM {relation} WHERE {condition})"
 
 
 def _weigh(run: Run, parts: list[tuple[int, str, str]], reads_view: bool, recomputes: bool = False) -> None:

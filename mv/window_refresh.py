@@ -566,23 +566,37 @@ def refresh_groups(run: Run, changes: str) -> writes.Write:
     if combinable(run.info):
         return combine_and_merge(run, changes)
     keys = ", ".join(quote(k) for k in run.info.group_by)
-    return recompute_groups(run, run.temp_view(run.spark.sql(f"SELECT DISTINCT {keys} FROM {changes}"), "keys"))
+    return recompute_groups(run, run.spark.sql(f"SELECT DISTINCT {keys} FROM {changes}"))
 
 
-def recompute_groups(run: Run, keys: str, windows: list[tuple[int, int]] | None = None) -> writes.Write:
-    """The groups whose keys the view `keys` lists, recomputed from the sources and merged: the
-    query's rows of those keys upserted, the view's rows of those keys it no longer has deleted.
-    `windows`: the (start, end) in µs of those groups' windows, if grouped by windows: the rows are
-    read within their time ranges, which Spark pushes down where a semi-join on the keys cannot go
-    (below a join), and the merge within their span, skipping the view's other files."""
+def recompute_groups(run: Run, keys: DataFrame, windows: list[tuple[int, int]] | None = None) -> writes.Write:
+    """The groups whose keys `keys` lists (distinct rows of the group columns), recomputed from the
+    sources and merged: the query's rows of those keys upserted, the view's rows of those keys it
+    no longer has deleted. `windows`: the (start, end) in µs of those groups' windows, if grouped
+    by windows: the rows are read within their time ranges, which Spark pushes down where a
+    semi-join on the keys cannot go (below a join), and the merge within their span, skipping the
+    view's other files. Without windows the keys' own ranges (`writes.value_range`) do that: a
+    filter Spark pushes below the GROUP BY and through the joins to the source columns the keys
+    are, where Delta skips the files outside them.
+
+    Example: GROUP BY auction, day after new bids of auctions 900-950: the bid files whose auctions
+    reach 900-950 are read, not all, and the view's files that can hold those auctions.
+    """
+    if windows is None:
+        keys = keys.cache()  # read three times: its ranges, then by both semi-joins
+        run.cached.append(keys)
+    ranges = writes.value_range(keys) if windows is None else None
+    name = run.temp_view(keys, "keys")
     on = " AND ".join(f"v.{quote(k)} <=> k.{quote(k)}" for k in run.info.group_by)
     within = window_ranges(run, windows, "v.") if windows is not None else "true"
     bounds = [b for pair in windows or () for b in pair]
     span = (min(bounds), max(bounds)) if bounds else None
-    affected = f"LEFT SEMI JOIN {keys} k ON {on} WHERE {within}"  # a semi join goes below the GROUP BY
-    recomputed = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM ({run.query}) v {affected}")
+    affected = f"LEFT SEMI JOIN {name} k ON {on} WHERE {within}"  # a semi join goes below the GROUP BY
+    recomputed = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM {writes.kept_to(f'({run.query})', ranges)} v "
+                               f"{affected}")
     # The view's rows of those keys, located: every row the merge reaches, so the commit reads them once.
     located = writes.located(run.spark, run.view.name, writes.read_version(run))
-    current = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM {located} v {affected}").cache()
+    current = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM {writes.kept_to(located, ranges)} v "
+                            f"{affected}").cache()
     run.cached.append(current)
-    return replace(writes.merge(run, recomputed, current, span=span), reached=current)
+    return replace(writes.merge(run, recomputed, current, span=span, within=ranges), reached=current)

@@ -54,18 +54,19 @@ def overwrite(rows: DataFrame) -> Write:
 
 
 def merge(run: Run, recomputed: DataFrame, current: DataFrame | None, delete_missing: bool | str = False,
-          span: tuple[int, int] | None = None) -> Write:
+          span: tuple[int, int] | None = None, within: str | None = None) -> Write:
     """One merge: recomputed rows upserted, `current` rows whose key vanished deleted.
 
     `delete_missing` also deletes view rows the recomputation lacks (those meeting it, if a condition
     on alias t; with a `span`, a condition that only rows within it can meet).
-    `span` bounds the window starts of the view rows that can match, so the view's other files are skipped.
+    `span` bounds the window starts of the view rows that can match, or `within`, a condition on
+    their columns they meet, so the view's other files are skipped.
     """
     on = " AND ".join([f"t.{quote(k)} <=> s.{quote(k)}" for k in run.info.group_by]
                       + ([start_range(run, span, "t")] if span else []))
     missing = delete_missing if isinstance(delete_missing, str) else "true" if delete_missing else None
     return Write("merge", upserts_and_deletes(run, recomputed, current), on, delete_missing=missing,
-                 target_filter=start_range(run, span, None))
+                 target_filter=start_range(run, span, None) or within)
 
 
 def upserts_and_deletes(run: Run, recomputed: DataFrame, current: DataFrame | None) -> DataFrame:
@@ -228,6 +229,15 @@ def value_range(rows: DataFrame) -> str:
         nulls = f"{name} IS NULL" if present < found[0] else None
         conditions.append(f"({nulls} OR {between})" if nulls and between else nulls or between)
     return " AND ".join(conditions) or "TRUE"
+
+
+def kept_to(relation: str, condition: str | None) -> str:
+    """`relation` (SQL's FROM: a table, a source as of a version, a parenthesized query) with only
+    its rows that meet `condition` (its own columns, unqualified), all of them with None.
+
+    Example: kept_to("bids", "auction >= 7") == "(SELECT * FROM bids WHERE auction >= 7)"
+    """
+    return relation if condition is None else f"(SELECT * FROM {relation} WHERE {condition})"
 
 
 def _ordered(type_name: str) -> bool:

@@ -336,6 +336,41 @@ def test_a_change_reads_only_the_files_of_the_table_it_joins_that_can_hold_its_k
         spark.sql(f"DROP TABLE {table}")
 
 
+@pytest.mark.parametrize("query, read", [
+    # the offers' change joined to lot 1000's file finds lot 1000; recomputed: the offers' two
+    # files of lot 1000 (the new offer's too) and the lots' one
+    ("SELECT l.id, l.label, count(*) AS offers, max(o.price) AS top FROM rv_offers o JOIN rv_lots l "
+     "ON o.lot = l.id GROUP BY l.id, l.label", {"rv_offers": 1 + 2, "rv_lots": 1 + 1}),
+    # one source, a COUNT DISTINCT (recomputed, not combined): the change, then the offers of lot 1000
+    ("SELECT lot, count(DISTINCT price) AS prices FROM rv_offers GROUP BY lot", {"rv_offers": 1 + 2}),
+])
+def test_a_group_by_recomputes_its_touched_groups_from_the_files_that_can_hold_their_keys(spark, query, read):
+    """The groups a change reaches are recomputed with their keys' ranges (writes.value_range) as a
+    filter, which Spark pushes below the GROUP BY and through the join's equality to both sources:
+    Delta skips the files of other lots, on both sides, and the view's other files."""
+    for table in ("rv_lots", "rv_offers"):
+        spark.sql(f"DROP TABLE IF EXISTS {table}")
+    spark.sql("CREATE TABLE rv_lots (id BIGINT, label STRING) USING delta")
+    spark.sql("CREATE TABLE rv_offers (id BIGINT, lot BIGINT, price BIGINT) USING delta")
+    for first in (0, 100, 200, 1000):  # a file each, its own lots
+        spark.sql(f"INSERT INTO rv_lots SELECT id, concat('lot ', id) FROM range({first}, {first + 100}, 1, 1)")
+        spark.sql(f"INSERT INTO rv_offers SELECT id, id, id % 50 FROM range({first}, {first + 100}, 1, 1)")
+    view = "rv_offered"
+    mv.sql(spark, f"CREATE OR REPLACE MATERIALIZED VIEW {view} REFRESH POLICY INCREMENTAL AS {query}").collect()
+    spark.sql("INSERT INTO rv_offers VALUES (5000, 1000, 42)")
+    marker = execution_marker(spark)
+
+    done = mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first()
+
+    assert done.technique == "incremental"
+    files = reads_since(spark, marker)
+    assert {t: files[t]["files"] for t in read} == read, files
+    assert bag(spark, view) == bag(spark, f"({query})")
+    mv.sql(spark, f"DROP MATERIALIZED VIEW {view}").collect()
+    for table in ("rv_lots", "rv_offers"):
+        spark.sql(f"DROP TABLE {table}")
+
+
 @pytest.mark.parametrize("query, reason", [
     ("SELECT a.id, s.price FROM {auctions} a LEFT JOIN (SELECT b.auction, k.price FROM {bids} b LEFT JOIN {asks} k "
      "ON k.id = b.id) s ON s.auction = a.id", "STACKED_OUTER_JOINS"),
