@@ -106,6 +106,8 @@ def refresh_partitions(run: Run, changes: dict[str, DataFrame], signs: dict[str,
     touched = _touched(run, parts, keys).cache()  # read three times: its ranges, then by both semi-joins
     run.cached.append(touched)
     within = writes.value_range(touched)
+    if within == "FALSE":  # no partition reached (a bid of an auction not there): nothing to merge
+        return writes.STATE_ONLY
     name = run.temp_view(touched, "keys")
     on = " AND ".join(f"v.{quote(k)} <=> k.{quote(k)}" for k in keys)
     affected = f"LEFT SEMI JOIN {name} k ON {on}"

@@ -586,6 +586,8 @@ def recompute_groups(run: Run, keys: DataFrame, windows: list[tuple[int, int]] |
         keys = keys.cache()  # read three times: its ranges, then by both semi-joins
         run.cached.append(keys)
     ranges = writes.value_range(keys) if windows is None else None
+    if ranges == "FALSE":  # no group reached (an offer of a lot not there): nothing to merge
+        return writes.STATE_ONLY
     name = run.temp_view(keys, "keys")
     on = " AND ".join(f"v.{quote(k)} <=> k.{quote(k)}" for k in run.info.group_by)
     within = window_ranges(run, windows, "v.") if windows is not None else "true"

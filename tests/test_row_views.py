@@ -371,6 +371,35 @@ def test_a_group_by_recomputes_its_touched_groups_from_the_files_that_can_hold_t
         spark.sql(f"DROP TABLE {table}")
 
 
+@pytest.mark.parametrize("query", [
+    "SELECT l.id, count(*) AS offers FROM rv_offers o JOIN rv_lots l ON o.lot = l.id GROUP BY l.id",
+    """SELECT id, price FROM (SELECT l.id, o.price, row_number() OVER (PARTITION BY l.id ORDER BY o.price DESC, o.id)
+       AS rn FROM rv_offers o JOIN rv_lots l ON o.lot = l.id) WHERE rn = 1""",
+])
+def test_a_change_that_reaches_no_group_or_partition_leaves_the_view_untouched(spark, query):
+    """An offer of a lot that is not there joins nothing, so no key is touched: the refresh commits
+    its new state only (a WRITE of no rows), not a MERGE, and nothing is recomputed."""
+    for table in ("rv_lots", "rv_offers"):
+        spark.sql(f"DROP TABLE IF EXISTS {table}")
+    spark.sql("CREATE TABLE rv_lots (id BIGINT, label STRING) USING delta")
+    spark.sql("CREATE TABLE rv_offers (id BIGINT, lot BIGINT, price BIGINT) USING delta")
+    spark.sql("INSERT INTO rv_lots VALUES (1, 'lamp'), (2, 'kite')")
+    spark.sql("INSERT INTO rv_offers VALUES (10, 1, 5), (11, 2, 7)")
+    view = "rv_offered"
+    mv.sql(spark, f"CREATE OR REPLACE MATERIALIZED VIEW {view} REFRESH POLICY INCREMENTAL AS {query}").collect()
+    spark.sql("INSERT INTO rv_offers VALUES (12, 99, 9)")
+
+    done = mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first()
+
+    assert done.technique == "incremental"
+    last = spark.sql(f"DESCRIBE HISTORY {view} LIMIT 1").first()
+    assert last.operation == "WRITE", last.operation
+    assert bag(spark, view) == bag(spark, f"({query})")
+    mv.sql(spark, f"DROP MATERIALIZED VIEW {view}").collect()
+    for table in ("rv_lots", "rv_offers"):
+        spark.sql(f"DROP TABLE {table}")
+
+
 @pytest.mark.parametrize("query, reason", [
     ("SELECT a.id, s.price FROM {auctions} a LEFT JOIN (SELECT b.auction, k.price FROM {bids} b LEFT JOIN {asks} k "
      "ON k.id = b.id) s ON s.auction = a.id", "STACKED_OUTER_JOINS"),
