@@ -78,6 +78,10 @@ class Read:
     # `equated`, in the table's order): its change's terms bound the reads they join by their values
     # (row_refresh._value_bounds).
     equated: tuple[str, ...] = ()
+    # The top GROUP BY's keys that are a function of one of its TIMESTAMP columns keeping the time's
+    # order (mv_describe's `time_keys`: {"key", "column", "function", "argument"}; mv/time_keys.py):
+    # a recomputation of touched groups reads only the time their keys span.
+    time_keys: tuple[dict, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -166,7 +170,8 @@ class QueryInfo:
             name = s["table"] if tables.count(s["table"]) == 1 else f"{s['table']}#{k}"
             partners = tuple(read_of[i] for i in s.get("window_partners") or () if i in read_of)
             reads.append(Read(s["table"], name, bool(s.get("flips")), bool(s.get("regroups")), s.get("regroup_window"),
-                              partners, bool(s.get("signed")), tuple(s.get("equated") or ())))
+                              partners, bool(s.get("signed")), tuple(s.get("equated") or ()),
+                              tuple(s.get("time_keys") or ())))
         return reads
 
     @property

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from mv import change_feed, estimate, open_windows, progress, watermark, writes
+from mv import change_feed, estimate, open_windows, progress, time_keys, watermark, writes
 from mv.combine import Combination, added, combinable, combine
 from mv.history import write_late_rows
 from mv.internal_columns import EMPTY, N, NEEDS, PART, SIGN, T, TOUCHED, WE, WS
@@ -577,24 +577,30 @@ def recompute_groups(run: Run, keys: DataFrame, windows: list[tuple[int, int]] |
     semi-join on the keys cannot go (below a join), and the merge within their span, skipping the
     view's other files. Without windows the keys' own ranges (`writes.value_range`) do that: a
     filter Spark pushes below the GROUP BY and through the joins to the source columns the keys
-    are, where Delta skips the files outside them.
+    are, where Delta skips the files outside them; a key that is a time column's day or hour
+    (mv/time_keys.py) keeps that column to the time the keys span.
 
     Example: GROUP BY auction, day after new bids of auctions 900-950: the bid files whose auctions
-    reach 900-950 are read, not all, and the view's files that can hold those auctions.
+    reach 900-950 are read, not all, and the view's files that can hold those auctions; GROUP BY
+    DATE_FORMAT(dateTime, 'yyyy-MM-dd') after the day's bids: the bid files of that day (and a day
+    either side), not the year's.
     """
     if windows is None:
         keys = keys.cache()  # read three times: its ranges, then by both semi-joins
         run.cached.append(keys)
-    ranges = writes.value_range(keys) if windows is None else None
-    if ranges == "FALSE":  # no group reached (an offer of a lot not there): nothing to merge
+    found = writes.value_ranges(keys) if windows is None else {}
+    if found is None:  # no group reached (an offer of a lot not there): nothing to merge
         return writes.STATE_ONLY
+    ranges = writes.value_range(keys, found) if windows is None else None
+    # keys that are a time column's days or hours: the sources read only at the time they span
+    query = run.query_over(time_keys.kept_sources(run, found)) if found else run.query
     name = run.temp_view(keys, "keys")
     on = " AND ".join(f"v.{quote(k)} <=> k.{quote(k)}" for k in run.info.group_by)
     within = window_ranges(run, windows, "v.") if windows is not None else "true"
     bounds = [b for pair in windows or () for b in pair]
     span = (min(bounds), max(bounds)) if bounds else None
     affected = f"LEFT SEMI JOIN {name} k ON {on} WHERE {within}"  # a semi join goes below the GROUP BY
-    recomputed = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM {writes.kept_to(f'({run.query})', ranges)} v "
+    recomputed = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM {writes.kept_to(f'({query})', ranges)} v "
                                f"{affected}")
     # The view's rows of those keys, located: every row the merge reaches, so the commit reads them once.
     located = writes.located(run.spark, run.view.name, writes.read_version(run))

@@ -200,16 +200,21 @@ def located(spark: SparkSession, view: str, version: int | None) -> str:
 STATISTICS_COLUMNS = 32
 
 
-def value_range(rows: DataFrame) -> str:
-    """A condition every copy of `rows` meets, which Delta can skip files by: each column of an
-    ordered type (numbers but floating point, dates, times, strings) between the rows' least
-    and greatest value, or NULL where some row has none. FALSE for no rows. One job over `rows`.
-    The rows a counted merge takes copies from (`counted`), the partitions a change reaches
-    (row_refresh.refresh_partitions).
+@dataclass(frozen=True)
+class Range:
+    """One column's values over some rows: least and greatest (as text that converts back exactly:
+    a TIMESTAMP as its microseconds; None if every row has NULL), and whether some row has NULL."""
+    low: str | None
+    high: str | None
+    nulls: bool
 
-    Example: rows (7, 'a'), (9, NULL) give
-        (`auction` >= CAST('7' AS bigint) AND `auction` <= CAST('9' AS bigint))
-        AND (`seller` IS NULL OR (`seller` >= 'a' AND `seller` <= 'a'))
+
+def value_ranges(rows: DataFrame) -> dict[str, Range] | None:
+    """Each column of an ordered type's `Range` over `rows` (numbers but floating point, dates,
+    times, strings; of the first STATISTICS_COLUMNS, which Delta keeps statistics of), None for no
+    rows. One job over `rows`.
+
+    Example: rows (7, 'a'), (9, NULL) give {'auction': Range('7', '9', False), 'seller': Range('a', 'a', True)}
     """
     fields = [f for f in rows.schema.fields[:STATISTICS_COLUMNS] if _ordered(f.dataType.simpleString())]
     def value(f):  # one that converts to a string and back exactly: a TIMESTAMP (zoned) as its microseconds
@@ -218,15 +223,33 @@ def value_range(rows: DataFrame) -> str:
     found = rows.agg(F.count(F.lit(1)), *[a for f in fields for a in (
         F.min(value(f)).cast("string"), F.max(value(f)).cast("string"), F.count(quote(f.name)))]).first()
     if found[0] == 0:
+        return None
+    return {f.name: Range(found[1 + 3 * i], found[2 + 3 * i], found[3 + 3 * i] < found[0])
+            for i, f in enumerate(fields)}
+
+
+def value_range(rows: DataFrame, ranges: dict[str, Range] | None = None) -> str:
+    """A condition every copy of `rows` meets, which Delta can skip files by: each column of an
+    ordered type between the rows' least and greatest value (`value_ranges`, or those `ranges`
+    already found), or NULL where some row has none. FALSE for no rows.
+    The rows a counted merge takes copies from (`counted`), the partitions a change reaches
+    (row_refresh.refresh_partitions), the groups recomputed (window_refresh.recompute_groups).
+
+    Example: rows (7, 'a'), (9, NULL) give
+        (`auction` >= CAST('7' AS bigint) AND `auction` <= CAST('9' AS bigint))
+        AND (`seller` IS NULL OR (`seller` >= 'a' AND `seller` <= 'a'))
+    """
+    found = value_ranges(rows) if ranges is None else ranges
+    if found is None:
         return "FALSE"
+    types = {f.name: f.dataType.simpleString() for f in rows.schema.fields}
     conditions = []
-    for i, f in enumerate(fields):
-        low, high, present = found[1 + 3 * i:4 + 3 * i]
-        name, t = quote(f.name), f.dataType.simpleString()
+    for column, r in found.items():
+        name, t = quote(column), types[column]
         literal = (lambda v: f"timestamp_micros({v})") if t == "timestamp" else \
             (lambda v: sql_string(v)) if t == "string" else (lambda v: f"CAST({sql_string(v)} AS {t})")
-        between = f"({name} >= {literal(low)} AND {name} <= {literal(high)})" if present else None
-        nulls = f"{name} IS NULL" if present < found[0] else None
+        between = f"({name} >= {literal(r.low)} AND {name} <= {literal(r.high)})" if r.low is not None else None
+        nulls = f"{name} IS NULL" if r.nulls else None
         conditions.append(f"({nulls} OR {between})" if nulls and between else nulls or between)
     return " AND ".join(conditions) or "TRUE"
 

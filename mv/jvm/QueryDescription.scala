@@ -6,9 +6,9 @@ import scala.jdk.CollectionConverters._
 import com.fasterxml.jackson.databind.ObjectMapper
 
 import org.apache.spark.sql.catalyst.catalog.HiveTableRelation
-import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, AttributeSet, Cast, DenseRank,
-  EqualNullSafe, EqualTo, ExprId, Expression, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual, Literal,
-  NamedExpression, PredicateHelper, Rank, RowNumber, WindowExpression}
+import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, AttributeSet, Cast, DateFormatClass,
+  DenseRank, EqualNullSafe, EqualTo, ExprId, Expression, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual,
+  Literal, NamedExpression, PredicateHelper, Rank, RowNumber, TruncTimestamp, WindowExpression}
 import org.apache.spark.sql.catalyst.plans.logical._
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.execution.datasources.LogicalRelation
@@ -498,6 +498,7 @@ object QueryDescription extends PredicateHelper {
     val leaves = plan.collectLeaves().distinct
     lazy val used = usedColumns(plan)
     lazy val equated = equatedColumns(plan)
+    lazy val times = timeKeys(plan)
     // each read's regroupWindow, by its index: the field below, its partners and the bands use it
     lazy val windows = leaves.indices.flatMap { i =>
       leaves(i) match {
@@ -517,6 +518,7 @@ object QueryDescription extends PredicateHelper {
           "columns" -> r.output.map(_.name),  // every column: a change feed carries them all
           "used" -> used.map(u => r.output.filter(u.contains).map(_.name)).orNull,
           "equated" -> r.output.filter(equated.contains).map(_.name),
+          "time_keys" -> r.output.flatMap(a => times.getOrElse(a.exprId, Nil)),
           // a join's matches that this source's change flips (DeltaRules.flips): rows views add those terms
           "flips" -> (r.catalogTable.isDefined && DeltaRules.flippedAt(plan, r) > 0),
           // read under an aggregate of a query of rows (DeltaRules.regroups): its terms recompute its groups
@@ -555,6 +557,45 @@ object QueryDescription extends PredicateHelper {
       case EqualTo(a: Attribute, b: Attribute) => Seq(origin(a), origin(b))
       case _ => Nil
     })
+  }
+
+  /**
+   * The top GROUP BY's keys that are a function keeping the order of one timestamp column of a
+   * relation (`DATE_FORMAT(dateTime, 'yyyy-MM-dd')`, `date_trunc('HOUR', ts)`; in GROUP BY or a
+   * subquery's SELECT), by that column: a key's rows lie within the time it spans, so its
+   * recomputation reads only the source's files of that time (mv/time_keys.py, which decides which
+   * formats keep the order). Not `CAST(ts AS DATE)`: Spark turns a range of those into one of ts
+   * itself (UnwrapCastInBinaryComparison).
+   * Example: GROUP BY DATE_FORMAT(dateTime, 'yyyy-MM-dd') AS day gives dateTime ->
+   * {"key": "day", "column": "dateTime", "function": "date_format", "argument": "yyyy-MM-dd"}.
+   */
+  private def timeKeys(plan: LogicalPlan): Map[ExprId, Seq[Map[String, Any]]] = {
+    val aliases: Map[ExprId, Expression] = plan.collect {
+      case p: Project => p.projectList.collect { case a: Alias => a.exprId -> a.child }
+    }.flatten.toMap
+    def defined(e: Expression): Expression = e match {
+      case a: Attribute if aliases.contains(a.exprId) => defined(aliases(a.exprId))
+      case other => other
+    }
+    def column(e: Expression): Option[Attribute] = defined(e) match {
+      case a: Attribute if a.dataType == TimestampType => Some(a)  // not TIMESTAMP_NTZ: its keys are local times
+      case _ => None
+    }
+    def text(e: Expression): Option[String] = e match {
+      case Literal(v, StringType) if v != null => Some(v.toString)
+      case _ => None
+    }
+    val found = for {
+      agg <- topAggregate(plan).toSeq
+      names <- groupBy(plan).toSeq
+      (name, key) <- names.zip(agg.groupingExpressions)
+      (a, function, argument) <- (defined(key) match {
+        case d: DateFormatClass => for (a <- column(d.left); f <- text(d.right)) yield (a, "date_format", f)
+        case t: TruncTimestamp => for (a <- column(t.timestamp); u <- text(t.format)) yield (a, "date_trunc", u)
+        case _ => None
+      }).toSeq
+    } yield a.exprId -> Map("key" -> name, "column" -> a.name, "function" -> function, "argument" -> argument)
+    found.groupBy(_._1).map { case (id, keys) => id -> keys.map(_._2) }
   }
 
   /**
