@@ -8,7 +8,9 @@ the rows of keys `low` to `high` lie between the start of `low`'s period and the
 a range of the time column Delta skips files by. mv_describe finds such keys (each read's
 `time_keys`: QueryDescription.timeKeys); this module decides which of them keep the time's order
 (a format whose text sorts as its time: fixed-width numbers, largest unit first) and turns a range
-of keys into the range of time, with a day's margin either side (a day is not always 24 hours).
+of keys into the range of time: from the lowest key parsed back with its format, in the session's
+time zone as the key was made (the first instant of its period, exactly), to the highest's plus
+its period and a day's margin (adding a day adds 24 hours, and a local day may have 25).
 
 Example:
     >>> kept_sources(run, {"day": Range("2026-11-03", "2026-11-04", False)})
@@ -31,7 +33,7 @@ FORMAT_PERIODS = (("second", "1 SECOND"), ("minute", "1 MINUTE"), ("hour", "1 HO
 TRUNC_PERIODS = {"YEAR": "1 YEAR", "YYYY": "1 YEAR", "YY": "1 YEAR", "QUARTER": "3 MONTH", "MONTH": "1 MONTH",
                  "MM": "1 MONTH", "MON": "1 MONTH", "WEEK": "7 DAY", "DAY": "1 DAY", "DD": "1 DAY",
                  "HOUR": "1 HOUR", "MINUTE": "1 MINUTE", "SECOND": "1 SECOND"}
-MARGIN = "INTERVAL 1 DAY"  # either side: a local day may be 23 or 25 hours, a period's end is found by adding
+MARGIN = "INTERVAL 1 DAY"  # after the end found by adding the period: a local day may have 25 hours
 
 
 def kept_sources(run: Run, ranges: dict[str, Range]) -> dict[str, str]:
@@ -69,11 +71,11 @@ def period(key: dict) -> str | None:
 
 
 def _bounds(key: dict, found: Range) -> tuple[str, str]:
-    """SQL: the microseconds of the start of `found.low`'s period less the margin, and of the end of
-    `found.high`'s plus the margin (NULL when the key does not read back as a time)."""
+    """SQL: the microseconds of the start of `found.low`'s period, and of the end of `found.high`'s
+    plus the margin (NULL when the key does not read back as a time)."""
     def start(value: str) -> str:
         if key["function"] == "date_trunc":
             return f"timestamp_micros({int(value)})"
         return f"try_to_timestamp({sql_string(value)}, {sql_string(key['argument'])})"
-    return (f"unix_micros({start(found.low)} - {MARGIN})",
+    return (f"unix_micros({start(found.low)})",
             f"unix_micros({start(found.high)} + INTERVAL {period(key)} + {MARGIN})")

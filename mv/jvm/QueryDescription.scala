@@ -9,6 +9,7 @@ import org.apache.spark.sql.catalyst.catalog.HiveTableRelation
 import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, AttributeSet, Cast, DateFormatClass,
   DenseRank, EqualNullSafe, EqualTo, ExprId, Expression, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual,
   Literal, NamedExpression, PredicateHelper, Rank, RowNumber, TruncTimestamp, WindowExpression}
+import org.apache.spark.sql.catalyst.plans.Inner
 import org.apache.spark.sql.catalyst.plans.logical._
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.execution.datasources.LogicalRelation
@@ -585,8 +586,16 @@ object QueryDescription extends PredicateHelper {
       case Literal(v, StringType) if v != null => Some(v.toString)
       case _ => None
     }
+    // Kept to a time, a read must give the aggregate exactly its rows of that time: nothing between
+    // them that sees other rows (an OVER, another aggregate) or keeps rows for missing ones (outer,
+    // semi and anti joins).
+    def rowByRow(agg: Aggregate): Boolean = !agg.child.exists {
+      case _: Project | _: Filter | _: SubqueryAlias | _: LogicalRelation => false
+      case j: Join => j.joinType != Inner
+      case _ => true
+    }
     val found = for {
-      agg <- topAggregate(plan).toSeq
+      agg <- topAggregate(plan).filter(rowByRow).toSeq
       names <- groupBy(plan).toSeq
       (name, key) <- names.zip(agg.groupingExpressions)
       (a, function, argument) <- (defined(key) match {
