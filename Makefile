@@ -62,6 +62,7 @@ bench: setup
 	$(PY) -m bench.nexmark_queries $(if $(QUICK),--quick)
 	$(PY) -m bench.joins --view rows
 	$(PY) -m bench.joins --view per_minute
+	$(PY) -m bench.daily_keys
 
 # PyFlink in a virtual environment of its own (the Flink side of bench/flink.py), reinstalled when
 # FLINK changes. Its wheels are large (Beam, Flink's jars): the first install takes a minute or more.
