@@ -138,3 +138,29 @@ def test_a_time_key_over_rows_that_depend_on_other_rows_keeps_no_source_to_a_tim
     """Below an outer join (a lot whose visits were cut away would count as unvisited) or an OVER (a
     user's first visit among fewer rows), the source kept to a time would change the rows of a key."""
     assert [read.time_keys for read in describe(spark, query).reads if read.time_keys] == []
+
+
+@pytest.mark.parametrize("key", ["DATE_FORMAT(at, 'yyyy-MM-dd HH')", "date_trunc('HOUR', at)",
+                                 "DATE_FORMAT(at, 'yyyy-MM-dd')"])
+def test_time_keys_stay_exact_across_a_clock_change_and_for_null_times(spark, tables, key):
+    """In New York the hour '2026-11-01 01' happens twice and that day has 25 hours: the time a key
+    spans is found in the session's time zone, as the key was made, so a visit in the repeated
+    hour, a deleted one and one without a time all land in their groups."""
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        for hour in range(0, 12):  # a file an hour, from 2026-11-01 00:00 EDT (04:00 UTC) on
+            spark.sql(f"INSERT INTO rv_visits SELECT id, timestamp_micros(unix_micros(timestamp'2026-11-01 04:00:00 UTC') "
+                      f"+ {hour} * 3600000000 + id * 60000000) FROM range(0, 30, 1, 1)")
+        query = f"SELECT {key} AS period, count(DISTINCT user) AS users, count(*) AS n FROM rv_visits GROUP BY {key}"
+        change = ("INSERT INTO rv_visits VALUES (77, timestamp'2026-11-01 06:30:00 UTC'), "  # 01:30 EST, the 2nd time
+                  "(78, timestamp'2026-11-02 04:59:00 UTC'), (79, NULL)")                    # the 25-hour day's end
+
+        technique, _ = refreshed(spark, query, change)
+        spark.sql("DELETE FROM rv_visits WHERE user = 3 AND at < timestamp'2026-11-01 06:00:00 UTC'")
+        again = mv.sql(spark, f"REFRESH MATERIALIZED VIEW {VIEW}").first()
+
+        assert (technique, again.technique) == ("incremental", "incremental")
+        assert bag(spark, VIEW) == bag(spark, f"({query})")
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
