@@ -56,8 +56,8 @@ def kept_sources(run: Run, ranges: dict[str, Range]) -> dict[str, str]:
         between = f"({column} >= timestamp_micros({low}) AND {column} <= timestamp_micros({high}))"
         conditions.setdefault(read.name, []).append(
             f"({column} IS NULL OR {between})" if ranges[key["key"]].nulls else between)
-    return {name: writes.kept_to(run.source(next(r.table for r in run.info.reads if r.name == name)),
-                                 " AND ".join(found)) for name, found in conditions.items()}
+    tables = {read.name: read.table for read in run.info.reads}
+    return {name: writes.kept_to(run.source(tables[name]), " AND ".join(found)) for name, found in conditions.items()}
 
 
 def period(key: dict) -> str | None:

@@ -582,18 +582,16 @@ def recompute_groups(run: Run, keys: DataFrame, windows: list[tuple[int, int]] |
 
     Example: GROUP BY auction, day after new bids of auctions 900-950: the bid files whose auctions
     reach 900-950 are read, not all, and the view's files that can hold those auctions; GROUP BY
-    DATE_FORMAT(dateTime, 'yyyy-MM-dd') after the day's bids: the bid files of that day (and a day
-    either side), not the year's.
+    DATE_FORMAT(dateTime, 'yyyy-MM-dd') after the day's bids: the bid files of that day, not the year's.
     """
+    ranges, query = None, run.query
     if windows is None:
         keys = keys.cache()  # read three times: its ranges, then by both semi-joins
         run.cached.append(keys)
-    found = writes.value_ranges(keys) if windows is None else {}
-    if found is None:  # no group reached (an offer of a lot not there): nothing to merge
-        return writes.STATE_ONLY
-    ranges = writes.value_range(keys, found) if windows is None else None
-    # keys that are a time column's days or hours: the sources read only at the time they span
-    query = run.query_over(time_keys.kept_sources(run, found)) if found else run.query
+        found = writes.value_ranges(keys)
+        if found is None:  # no group reached (an offer of a lot not there): nothing to merge
+            return writes.STATE_ONLY
+        ranges, query = writes.value_range(keys, found), run.query_over(time_keys.kept_sources(run, found))
     name = run.temp_view(keys, "keys")
     on = " AND ".join(f"v.{quote(k)} <=> k.{quote(k)}" for k in run.info.group_by)
     within = window_ranges(run, windows, "v.") if windows is not None else "true"

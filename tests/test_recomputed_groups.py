@@ -140,8 +140,7 @@ def test_a_time_key_over_rows_that_depend_on_other_rows_keeps_no_source_to_a_tim
     assert [read.time_keys for read in describe(spark, query).reads if read.time_keys] == []
 
 
-@pytest.mark.parametrize("key", ["DATE_FORMAT(at, 'yyyy-MM-dd HH')", "date_trunc('HOUR', at)",
-                                 "DATE_FORMAT(at, 'yyyy-MM-dd')"])
+@pytest.mark.parametrize("key", ["DATE_FORMAT(at, 'yyyy-MM-dd HH')", "DATE_FORMAT(at, 'yyyy-MM-dd')"])
 def test_time_keys_stay_exact_across_a_clock_change_and_for_null_times(spark, tables, key):
     """In New York the hour '2026-11-01 01' happens twice and that day has 25 hours: the time a key
     spans is found in the session's time zone, as the key was made, so a visit in the repeated
@@ -149,7 +148,7 @@ def test_time_keys_stay_exact_across_a_clock_change_and_for_null_times(spark, ta
     zone = spark.conf.get("spark.sql.session.timeZone")
     spark.conf.set("spark.sql.session.timeZone", "America/New_York")
     try:
-        for hour in range(0, 12):  # a file an hour, from 2026-11-01 00:00 EDT (04:00 UTC) on
+        for hour in range(0, 4):  # a file an hour, from 2026-11-01 00:00 EDT (04:00 UTC) to 02:00 EST
             spark.sql(f"INSERT INTO rv_visits SELECT id, timestamp_micros(unix_micros(timestamp'2026-11-01 04:00:00 UTC') "
                       f"+ {hour} * 3600000000 + id * 60000000) FROM range(0, 30, 1, 1)")
         query = f"SELECT {key} AS period, count(DISTINCT user) AS users, count(*) AS n FROM rv_visits GROUP BY {key}"
