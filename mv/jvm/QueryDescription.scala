@@ -398,15 +398,22 @@ object QueryDescription extends PredicateHelper {
    * query over the change (`keys_by_change`).
    */
   private def keysFromSource(plan: LogicalPlan): Boolean = topAggregate(plan).exists { agg =>
-    val leaves = agg.child.collectLeaves()
-    val rowByRow = !agg.child.exists {
-      case _: Project | _: Filter | _: SubqueryAlias | _: LogicalRelation => false
-      case _ => true
-    }
-    rowByRow && leaves.size == 1 && groupBy(plan).exists(names => names.zip(agg.groupingExpressions).forall {
+    val leaves = agg.child.collectLeaves()  // one: no join
+    rowByRow(agg) && leaves.size == 1 && groupBy(plan).exists(names => names.zip(agg.groupingExpressions).forall {
         case (name, a: Attribute) => leaves.head.output.exists(s => s.exprId == a.exprId && s.name.equalsIgnoreCase(name))
         case _ => false
     })
+  }
+
+  /**
+   * Whether every row the aggregate groups is one row of a relation, kept or not and projected:
+   * only projections, filters and inner joins below it. Nothing that sees other rows (an OVER,
+   * another aggregate) or keeps rows for missing ones (outer, semi and anti joins).
+   */
+  private def rowByRow(agg: Aggregate): Boolean = !agg.child.exists {
+    case _: Project | _: Filter | _: SubqueryAlias | _: LogicalRelation => false
+    case j: Join => j.joinType != Inner
+    case _ => true
   }
 
   private def topAggregate(plan: LogicalPlan): Option[Aggregate] = plan match {
@@ -586,15 +593,7 @@ object QueryDescription extends PredicateHelper {
       case Literal(v, StringType) if v != null => Some(v.toString)
       case _ => None
     }
-    // Kept to a time, a read must give the aggregate exactly its rows of that time: nothing between
-    // them that sees other rows (an OVER, another aggregate) or keeps rows for missing ones (outer,
-    // semi and anti joins).
-    def rowByRow(agg: Aggregate): Boolean = !agg.child.exists {
-      case _: Project | _: Filter | _: SubqueryAlias | _: LogicalRelation => false
-      case j: Join => j.joinType != Inner
-      case _ => true
-    }
-    val found = for {
+    val found = for {  // kept to a time, a read gives the aggregate exactly its rows of that time
       agg <- topAggregate(plan).filter(rowByRow).toSeq
       names <- groupBy(plan).toSeq
       (name, key) <- names.zip(agg.groupingExpressions)
