@@ -47,16 +47,48 @@ class Combination:
     partials_filter: str | None = None
     view_filter: str | None = None
     reached_version: int | None = None
+    # The inserts' and the retractions' aggregates, one row per group each (`by_terms`: parenthesized
+    # queries, which the caller caches), instead of the query over `changes` in place of `source`.
+    terms: tuple[str, str] | None = None
 
 
 def combinable(info: QueryInfo, sessions: bool = False) -> bool:
     """Whether the query's changed groups can be combined from their view rows and the changes:
     one source, combinable aggregates, no sessions (whose extent a change can alter) unless
     `sessions` (the open sessions mv/open_windows.py keeps fold under inserts alone)."""
-    # A float sum added in another order differs in its last bits from the sum recomputed: not combined.
+    return _exact(info, sessions) and len(info.sources) == 1
+
+
+def combinable_by_terms(info: QueryInfo, changed: set[str]) -> bool:
+    """Whether the query's changed groups can be combined from their view rows and the aggregates of
+    its change's terms (`by_terms`), whatever it joins: combinable aggregates, no sessions, and
+    every read of each `changed` table reaching the aggregate row by row (Read.linear)."""
+    return _exact(info) and all(r.linear for r in info.reads if r.table in changed)
+
+
+def _exact(info: QueryInfo, sessions: bool = False) -> bool:
+    """Combinable aggregates (mv_describe's `combinable`), no float sum (added in another order it
+    differs in its last bits from the sum recomputed), no sessions unless `sessions`."""
     exact = all(c.aggregate != "sum_float" for c in info.output)
-    return (info.combinable and exact and len(info.sources) == 1
-            and (sessions or all(w.kind != "SESSION" for w in info.windows)))
+    return info.combinable and exact and (sessions or all(w.kind != "SESSION" for w in info.windows))
+
+
+def by_terms(output: list[Column], keys: list[str], terms: list[tuple[int, str]]) -> tuple[str, str]:
+    """The inserts' and the retractions' aggregates per group (Combination.terms) from the query's
+    signed terms (mv/row_refresh.py's: the query over one read's inserted or deleted rows, the
+    other reads at the versions that make their sum the change), each sign's terms folded into one
+    row per group: count and sum add up, min and max compare.
+
+    Example: bids JOIN auctions GROUP BY category, bids inserted and an auction recategorized:
+    (+1, new bids joined), (+1, the auction's bids under its new category), (-1, under its old).
+    """
+    def side(sign: int) -> str:
+        queries = [query for s, query in terms if s == sign]
+        if not queries:  # no term of that sign: no group
+            return f"(SELECT * FROM ({terms[0][1]}) WHERE false)"
+        rows = " UNION ALL ".join(f"SELECT * FROM ({q})" for q in queries)
+        return f"(SELECT {', '.join(folded(output, keys))} FROM ({rows}) GROUP BY {', '.join(quote(k) for k in keys)})"
+    return side(1), side(-1)
 
 
 def combine(spark: SparkSession, c: Combination, cached: list[DataFrame]) -> tuple[DataFrame, DataFrame | None]:
@@ -66,12 +98,15 @@ def combine(spark: SparkSession, c: Combination, cached: list[DataFrame]) -> tup
     the rows the merge reaches (writes.Write.reached). The frames it caches go to `cached`: the
     caller unpersists them."""
     where = f" WHERE {c.partials_filter}" if c.partials_filter else ""
-    for part, sign in (("ins", "= 1"), ("ret", "= -1")):
-        spark.sql(f"SELECT * FROM {c.changes} WHERE {SIGN} {sign}").createOrReplaceTempView(f"{c.changes}_{part}")
-        partials = spark.sql(f"SELECT * FROM mv_substitute({sql_string(c.query)}, "
-                             f"{sql_string(c.source)}, {sql_string(c.changes + '_' + part)}){where}").cache()
+    for k, (part, sign) in enumerate((("ins", "= 1"), ("ret", "= -1"))):
+        if c.terms:  # cached by the caller
+            partials = spark.sql(f"SELECT * FROM {c.terms[k]}{where}")
+        else:
+            spark.sql(f"SELECT * FROM {c.changes} WHERE {SIGN} {sign}").createOrReplaceTempView(f"{c.changes}_{part}")
+            partials = spark.sql(f"SELECT * FROM mv_substitute({sql_string(c.query)}, "
+                                 f"{sql_string(c.source)}, {sql_string(c.changes + '_' + part)}){where}").cache()
+            cached.append(partials)
         partials.createOrReplaceTempView(f"{c.changes}_p{part}")  # read twice below, so cached
-        cached.append(partials)
     keys = ", ".join(quote(k) for k in c.keys)
 
     def on(alias: str) -> str:

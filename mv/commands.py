@@ -20,6 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from mv import (catalog, delta_tables, errors, estimate, history, internal_columns, maintainer, plan, refresh,
                 schedule, statements)
 from mv.catalog import View
+from mv.combine import combinable_by_terms
 from mv.names import TableName
 from mv.query import QueryInfo, describe, interval_micros, sql_string
 from mv.state import read
@@ -344,11 +345,22 @@ def _last_refresh(spark: SparkSession, view: View, create: str | None) -> list[t
 
 
 def _terms(info) -> list[tuple]:
-    """EXPLAIN's `terms` row for a window-local query of rows (QueryInfo.window_local)."""
-    if info.shape != "rows" or not info.window_local:
+    """EXPLAIN's `terms` row for a window-local query of rows (QueryInfo.window_local), and for a
+    GROUP BY without windows by change that combines its groups from the change of the sources it
+    reads row by row (combine.combinable_by_terms), naming which sources' changes combine and which
+    recompute."""
+    if info.shape == "rows" and info.window_local:
+        return [("terms", "window by window: the query over the change's time range, at the new versions "
+                          "minus at the old (each row is one window's)")]
+    if not info.keys_by_change or info.keys_from_source or info.windows or not combinable_by_terms(info, set()):
         return []
-    return [("terms", "window by window: the query over the change's time range, at the new versions "
-                      "minus at the old (each row is one window's)")]
+    combined = [t for t in dict.fromkeys(r.table for r in info.reads) if combinable_by_terms(info, {t})]
+    recomputed = [t for t in info.source_tables if t not in combined]
+    line = (f"groups combined with a change of {', '.join(combined)}: its rows' aggregates added to their "
+            f"groups' rows (a retracted minimum or maximum recomputes its group)") if combined else ""
+    if recomputed:
+        line += ("; " if line else "") + f"a change of {', '.join(recomputed)} recomputes the groups it reaches"
+    return [("terms", line)]
 
 
 def _operators(info) -> list[tuple]:

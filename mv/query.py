@@ -82,6 +82,10 @@ class Read:
     # order (mv_describe's `time_keys`: {"key", "column", "function", "argument"}; mv/time_keys.py):
     # a recomputation of touched groups reads only the time their keys span.
     time_keys: tuple[dict, ...] = ()
+    # Its rows reach the top aggregate each on its own (mv_describe's `linear`: projections, filters,
+    # UNION branches, TUMBLE/HOP/CUMULATE, inner joins, an outer join's kept side): the query over
+    # its change gives the aggregates that change adds or takes away (mv/combine.py's terms).
+    linear: bool = False
 
 
 @dataclass(frozen=True)
@@ -171,7 +175,7 @@ class QueryInfo:
             partners = tuple(read_of[i] for i in s.get("window_partners") or () if i in read_of)
             reads.append(Read(s["table"], name, bool(s.get("flips")), bool(s.get("regroups")), s.get("regroup_window"),
                               partners, bool(s.get("signed")), tuple(s.get("equated") or ()),
-                              tuple(s.get("time_keys") or ())))
+                              tuple(s.get("time_keys") or ()), bool(s.get("linear"))))
         return reads
 
     @property

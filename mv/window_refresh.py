@@ -503,10 +503,14 @@ def combined_with_open(run: Run, changes: str, partials: str, view_rows: str | N
 
 
 def combine_and_merge(run: Run, changes: str, partials: str | None = None, span: tuple[int, int] | None = None,
-                      also: str | None = None) -> writes.Write:
+                      also: str | None = None, terms: tuple[str, str] | None = None) -> writes.Write:
     """Touched groups combined where their old row allows it and recomputed from the source where
-    not, plus the query's rows meeting `also`; then one MERGE."""
-    recomputed, touched, reached = combined(run, changes, partials, span, also)
+    not, plus the query's rows meeting `also`; then one MERGE, or none when no group is touched
+    and `also` adds none (a change its filters or joins drop). `terms`: the changes' aggregates
+    as given (Combination.terms), not the query over `changes`."""
+    recomputed, touched, reached = combined(run, changes, partials, span, also, terms=terms)
+    if not also and not run.outcome.groups_combined + run.outcome.groups_recomputed:
+        return writes.STATE_ONLY
     write = writes.merge(run, recomputed, touched, span=span)
     # The rows the merge reaches are the old rows combine read, unless `also` adds groups it did not touch.
     if reached is None or also:
@@ -515,7 +519,8 @@ def combine_and_merge(run: Run, changes: str, partials: str | None = None, span:
 
 
 def combined(run: Run, changes: str, partials: str | None = None, span: tuple[int, int] | None = None,
-             also: str | None = None, old_rows: str | None = None) -> tuple[DataFrame, DataFrame, DataFrame | None]:
+             also: str | None = None, old_rows: str | None = None,
+             terms: tuple[str, str] | None = None) -> tuple[DataFrame, DataFrame, DataFrame | None]:
     """Touched groups combined where their old row (in the view, within `span`, or in the relation
     `old_rows`) allows it and recomputed from the source where not, plus the query's rows meeting
     `also`; the rows of every touched group, whose keys the new rows lack where it emptied; and the
@@ -524,7 +529,7 @@ def combined(run: Run, changes: str, partials: str | None = None, span: tuple[in
     rows, reached = combine(spark, replace(
         combination(run, changes, partials, old_rows or run.view.name,
                     None if old_rows else writes.start_range(run, span, "v")),
-        reached_version=None if old_rows else writes.read_version(run)), run.cached)
+        reached_version=None if old_rows else writes.read_version(run), terms=terms), run.cached)
     on = " AND ".join(f"q.{quote(k)} <=> n.{quote(k)}" for k in keys)
     needs = run.temp_view(rows.filter(NEEDS).select(*[quote(k) for k in keys]), "needs")
     parts = [rows.filter(f"NOT {NEEDS} AND NOT {EMPTY}").select(*[quote(c) for c in run.columns])]

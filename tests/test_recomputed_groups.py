@@ -45,9 +45,9 @@ def refreshed(spark, query: str, change: str) -> tuple[str, dict]:
 
 
 @pytest.mark.parametrize("query, read", [
-    # the offers' change joined to lot 1000's file finds lot 1000; recomputed: the offers' two
-    # files of lot 1000 (the new offer's too) and the lots' one
-    ("SELECT l.id, l.label, count(*) AS offers, max(o.price) AS top FROM rv_offers o JOIN rv_lots l "
+    # the offers' change joined to lot 1000's file finds lot 1000; recomputed (a COUNT DISTINCT does
+    # not combine): the offers' two files of lot 1000 (the new offer's too) and the lots' one
+    ("SELECT l.id, l.label, count(DISTINCT o.price) AS prices, max(o.price) AS top FROM rv_offers o JOIN rv_lots l "
      "ON o.lot = l.id GROUP BY l.id, l.label", {"rv_offers": 1 + 2, "rv_lots": 1 + 1}),
     # one source, a COUNT DISTINCT (recomputed, not combined): the change, then the offers of lot 1000
     ("SELECT lot, count(DISTINCT price) AS prices FROM rv_offers GROUP BY lot", {"rv_offers": 1 + 2}),

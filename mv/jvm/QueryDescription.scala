@@ -9,7 +9,7 @@ import org.apache.spark.sql.catalyst.catalog.HiveTableRelation
 import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, AttributeSet, Cast, DateFormatClass,
   DenseRank, EqualNullSafe, EqualTo, ExprId, Expression, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual,
   Literal, NamedExpression, PredicateHelper, Rank, RowNumber, TruncTimestamp, WindowExpression}
-import org.apache.spark.sql.catalyst.plans.Inner
+import org.apache.spark.sql.catalyst.plans.{Cross, Inner, LeftAnti, LeftOuter, LeftSemi, RightOuter}
 import org.apache.spark.sql.catalyst.plans.logical._
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.execution.datasources.LogicalRelation
@@ -416,6 +416,37 @@ object QueryDescription extends PredicateHelper {
     case _ => true
   }
 
+  /**
+   * Whether each row of the read `leaf` reaches the top aggregate on its own, so that the query
+   * run over a change of it (mv_substitute_change: UNION branches not reading it emptied) gives
+   * exactly the aggregate's input rows that change adds or takes away, and its aggregates add to
+   * the view's (mv/combine.py): on the way up only projections, filters, UNION branches, per-row
+   * windows (TUMBLE, HOP, CUMULATE), inner joins and the kept side of an outer, semi or anti join.
+   * Not below another aggregate or an OVER (a row's result depends on other rows), nor on a join's
+   * padded side (a change there flips the other side's rows).
+   * {{{
+   *   bids JOIN auctions GROUP BY category: bids and auctions linear
+   *   auctions LEFT JOIN bids GROUP BY auction: auctions linear, bids not
+   * }}}
+   */
+  private def linearAt(plan: LogicalPlan, leaf: LogicalPlan): Boolean = topAggregate(plan).exists { agg =>
+    def reaches(p: LogicalPlan): Boolean = (p eq leaf) || {
+      val below = p.children.filter(_.exists(_ eq leaf))
+      below.size == 1 && reaches(below.head) && (p match {
+        case _: Project | _: Filter | _: SubqueryAlias | _: View | _: Union => true
+        case w: WindowTableFunction => Seq("TUMBLE", "HOP", "CUMULATE").contains(w.spec.kind.name)
+        case j: Join => j.joinType match {
+          case Inner | Cross => true
+          case LeftOuter | LeftSemi | LeftAnti => below.head eq j.left
+          case RightOuter => below.head eq j.right
+          case _ => false
+        }
+        case _ => false
+      })
+    }
+    reaches(agg.child)
+  }
+
   private def topAggregate(plan: LogicalPlan): Option[Aggregate] = plan match {
     case a: Aggregate => Some(a)
     case p @ (_: Project | _: Filter | _: Sort | _: SubqueryAlias) => topAggregate(p.children.head)
@@ -527,6 +558,8 @@ object QueryDescription extends PredicateHelper {
           "used" -> used.map(u => r.output.filter(u.contains).map(_.name)).orNull,
           "equated" -> r.output.filter(equated.contains).map(_.name),
           "time_keys" -> r.output.flatMap(a => times.getOrElse(a.exprId, Nil)),
+          // its rows reach the top aggregate each on its own: its change's aggregates combine (mv/combine.py)
+          "linear" -> (r.catalogTable.isDefined && linearAt(plan, r)),
           // a join's matches that this source's change flips (DeltaRules.flips): rows views add those terms
           "flips" -> (r.catalogTable.isDefined && DeltaRules.flippedAt(plan, r) > 0),
           // read under an aggregate of a query of rows (DeltaRules.regroups): its terms recompute its groups
