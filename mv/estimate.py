@@ -77,6 +77,12 @@ ROWS_RETRACTS_OVER_APPENDS = 4.0
 # refresh after CREATE (2026-11-30): q4, q6 and q18 planned at least that and took 1.8-5.3 times
 # a full refresh's time incrementally; q19 and q20 planned less and took 2.0 and 1.03 times.
 UNMEASURED_WITHIN = 0.75
+# The techniques each view has refreshed by in this driver process, by Spark application and view:
+# the next refresh by one of them runs warm, its plans' code generated and its classes loaded.
+# bench.joins at 1M bids, a GROUP BY over a join: a view's first incremental refresh took 5.2-6.2 s,
+# its next ones 2.0-3.2 s; AUTO priced the next changes by the first and refreshed them in full for
+# as long as it stayed among the newest (PAST_REFRESHES).
+_WARM: dict[tuple[str, str], set[str]] = {}
 
 
 @dataclass(frozen=True)
@@ -85,8 +91,10 @@ class Past:
     not weighed), its duration, its reason (None in states kept before reasons were), whether
     its change took rows away (`retracts`: updates or deletes; None where not known) and, for a
     full refresh AUTO switched to once it had read the change (FULL_CHEAPER), the seconds it had
-    spent by then (`switched_s`) and whether it did because an incremental refresh not yet
-    measured planned nearly a full refresh's work (`near_full`: Estimate.unmeasured_near_full)."""
+    spent by then (`switched_s`), whether it did because an incremental refresh not yet
+    measured planned nearly a full refresh's work (`near_full`: Estimate.unmeasured_near_full),
+    and whether it ran cold (`cold`: the view's first incremental refresh in its driver process;
+    a full one's first is the view's first refresh, FIRST_REFRESH, which has rules of its own)."""
     technique: str
     work_bytes: int | None
     duration_s: float
@@ -94,6 +102,7 @@ class Past:
     retracts: bool | None = None
     switched_s: float = 0.0
     near_full: bool = False
+    cold: bool = False
 
     @property
     def own_s(self) -> float:
@@ -405,7 +414,7 @@ def before_reading(spark: SparkSession, view: str, sizes: Sizes, previous: Refre
         return known
     if sizes.change + sizes.joined < WEIGH_CHANGE * sizes.full:
         return None
-    return replace(weigh(sizes.change + sizes.joined, sizes.full, past(spark, view, previous, previous_end),
+    return replace(weigh(sizes.change + sizes.joined, sizes.full, measured(spark, view, previous, previous_end),
                          _min_work(spark), retracts=retracts), at_least=True)
 
 
@@ -419,7 +428,7 @@ def by_kind(spark: SparkSession, view: str, sizes: Sizes, previous: RefreshState
     a refresh."""
     if sizes.full is None or previous is None or not previous.recent or previous_end is None:
         return None
-    return dearer_by_kind(past(spark, view, previous, previous_end), retracts, (sizes.change or 0) + sizes.joined,
+    return dearer_by_kind(measured(spark, view, previous, previous_end), retracts, (sizes.change or 0) + sizes.joined,
                           sizes.full, _min_work(spark), spent, over_appends)
 
 
@@ -442,7 +451,7 @@ def planned(spark: SparkSession, view: str, query: str, incremental: tuple[str |
     turn bytes into seconds, less the `spent` seconds the refresh took so far (its change read)."""
     source, view_part = _planned_bytes(spark, list(incremental))
     full = sizes.full if sizes.full is not None else full_work(spark, query, view)
-    found = weigh(source + 2 * view_part, full, past(spark, view, previous, previous_end), _min_work(spark), spent,
+    found = weigh(source + 2 * view_part, full, measured(spark, view, previous, previous_end), _min_work(spark), spent,
                   retracts)
     return replace(found, small_change=sizes.small_change)
 
@@ -470,6 +479,34 @@ def _min_work(spark: SparkSession) -> int:
     return int(value)
 
 
+def runs_warm(spark: SparkSession, view: str, technique: str) -> bool:
+    """Whether this driver process has refreshed `view` by `technique` before (`warmed`)."""
+    return technique in _WARM.get((spark.conf.get("spark.app.id", ""), view), ())
+
+
+def warmed(spark: SparkSession, view: str, technique: str | None) -> None:
+    """Records that `view` refreshed by `technique` in this driver process; a view's first refresh
+    (`technique` None: CREATE, or its state lost) forgets what a view of that name did before."""
+    key = (spark.conf.get("spark.app.id", ""), view)
+    if technique is None:
+        _WARM.pop(key, None)
+    else:
+        _WARM.setdefault(key, set()).add(technique)
+
+
+def measured(spark: SparkSession, view: str, previous: RefreshState | None, previous_end: float | None) -> list[Past]:
+    """The view's newest refreshes (`past`) as estimates price this one: a refresh that ran cold
+    (Past.cold) is left out when this process would run its technique warm (`runs_warm`): its
+    time is mostly code generation and class loading, which the next one does not repeat. Left
+    with no incremental refresh, the estimate goes by its planned bytes until one is measured.
+    A process that refreshes once (a scheduled `mv refresh`) runs every refresh cold, and keeps them.
+
+    Example: the view's first incremental refresh took 6.2 s in this process, cold; the next is weighed without it.
+    """
+    found = past(spark, view, previous, previous_end)
+    return [p for p in found if not (p.cold and runs_warm(spark, view, p.technique))]
+
+
 def past(spark: SparkSession, view: str, previous: RefreshState | None, previous_end: float | None) -> list[Past]:
     """The view's newest refreshes, oldest first: as the `previous` refresh's state keeps them, the
     last (that refresh, whose entry was written before its commit) timed up to `previous_end`
@@ -487,15 +524,16 @@ def past(spark: SparkSession, view: str, previous: RefreshState | None, previous
 
 def recent(past_refreshes: list[Past], technique: str, work_bytes: int | None, duration_s: float,
            reason: str | None, retracts: bool | None = None, switched_s: float = 0.0,
-           near_full: bool = False) -> list[list]:
+           near_full: bool = False, cold: bool = False) -> list[list]:
     """The newest refreshes a new state keeps (RefreshState.recent): `past_refreshes` (`past`), then
     this one, timed up to now: the next refresh times it up to its commit; whether its change took
-    rows away (`retracts`), when it switched to a full refresh (`switched_s`) and whether because
-    an incremental one not yet measured planned near a full one's work (`near_full`) last.
+    rows away (`retracts`), when it switched to a full refresh (`switched_s`), whether because
+    an incremental one not yet measured planned near a full one's work (`near_full`), and whether
+    it ran cold (`cold`: `measured`) last.
 
     Example: past [Past("full", 9000, 2.4, "FIRST_REFRESH")], this refresh incremental, 300 bytes, 0.4 s so far:
-        [["full", 9000, 2.4, "FIRST_REFRESH", None, 0.0, False],
-         ["incremental", 300, 0.4, "CHANGES_ONLY", False, 0.0, False]]
+        [["full", 9000, 2.4, "FIRST_REFRESH", None, 0.0, False, False],
+         ["incremental", 300, 0.4, "CHANGES_ONLY", False, 0.0, False, False]]
     """
-    this = Past(technique, work_bytes, duration_s, reason, retracts, switched_s, near_full)
+    this = Past(technique, work_bytes, duration_s, reason, retracts, switched_s, near_full, cold)
     return [list(astuple(p)) for p in [*past_refreshes, this]][-PAST_REFRESHES:]  # Past's fields, in order

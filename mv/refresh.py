@@ -187,6 +187,8 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
     progress.phase(view.name, "planning")
     found = stored(spark, view.name, view.properties, view.table.version if view.table else None)
     previous = found.state
+    if previous is None:  # a view created (again): its refreshes so far are another view's
+        estimate.warmed(spark, view.name, None)
     refresh_id = (previous.refresh_id if previous else _last_refresh_id(spark, view) if found.lost else 0) + 1
     # The view's version was read with its state (`found`); its sources' are read after it, here or
     # just before by `_idle` (`looked_up`), with their change bytes since then (from their logs):
@@ -247,9 +249,11 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
             new_state = replace(new_state, metrics=_metrics(outcome), recent=estimate.recent(
                 estimate.past(spark, view.name, previous, run.previous_end) if previous else [],
                 outcome.technique, outcome.work_bytes, outcome.duration_s, outcome.reason, retracts, run.switched_s,
-                run.near_full))
+                run.near_full, cold=outcome.technique == "incremental"
+                and not estimate.runs_warm(spark, view.name, outcome.technique)))
             progress.phase(view.name, "merging")
             outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = _commit(run, new_state, write)
+            estimate.warmed(spark, view.name, outcome.technique)
         finally:
             beside = run.waited()  # the open-window table's commit, run beside the view's (open_windows.replace)
             for frame in run.cached:
