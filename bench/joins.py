@@ -8,8 +8,10 @@ outside category 7,
     FROM jb_bids b JOIN jb_auctions a ON b.auction = a.id WHERE a.category <> 7
 or `outer_rows`, every bid, its auction's category where that is not 7 (a LEFT JOIN: a
 recategorized auction's bids are padded with NULLs or matched again, DeltaRules.flips),
+or `per_category`, the bids joined to their auctions counted, summed and topped per category (no
+window: the change's own aggregates combined with the view's rows, mv/combine.py's terms),
 or `per_minute`, a TUMBLE over the bids joined to their auctions, per minute and category (its
-groups found by the change; no Structured Streaming contender: the stream would need a watermark),
+groups combined the same way; no Structured Streaming contender: the stream would need a watermark),
 or `top_per_minute`, Nexmark q7's shape: each bid that is its minute's highest, the bids joined to
 their own TUMBLE's maximum (a self-join of rows and an aggregate whose bounds the output leaves
 out: DeltaRules.regroups, its terms kept to the change's time range), or `shards_per_minute`, the
@@ -54,6 +56,8 @@ VIEWS = {
 FROM jb_bids b JOIN jb_auctions a ON b.auction = a.id WHERE a.category <> 7""",
     "outer_rows": """SELECT b.auction, b.bidder, b.price, b.ts, a.category
 FROM jb_bids b LEFT JOIN jb_auctions a ON b.auction = a.id AND a.category <> 7""",
+    "per_category": """SELECT a.category, count(*) AS bids, sum(b.price) AS total, max(b.price) AS top
+FROM jb_bids b JOIN jb_auctions a ON b.auction = a.id GROUP BY a.category""",
     "per_minute": """SELECT window_start, window_end, a.category, count(*) AS bids, sum(b.price) AS total
 FROM TUMBLE(TABLE(jb_bids), DESCRIPTOR(ts), INTERVAL '1' MINUTE) b JOIN jb_auctions a ON b.auction = a.id
 GROUP BY window_start, window_end, a.category""",
