@@ -96,7 +96,7 @@ object DeltaRules {
     case _: Aggregate | _: Distinct => (p.nodeName, Left(regrouped))
     case _: Deduplicate => (p.nodeName, Right("DISTINCT"))
     case _: Window => ("Window (OVER)", Right("OVER_WITHOUT_RULE"))
-    case w: WindowTableFunction if Seq("TUMBLE", "HOP", "CUMULATE").contains(w.spec.kind.name) =>
+    case w: WindowTableFunction if w.spec.kind.isPerRow =>
       (s"Window ${w.spec.kind.name}", Left("each row's windows"))
     case _: Intersect | _: Except => (p.nodeName, Right("SET_OPERATION"))
     case _: GlobalLimit | _: LocalLimit => (p.nodeName, Right("LIMIT"))
@@ -115,7 +115,7 @@ object DeltaRules {
     case _ if p.expressions.exists(_.exists(_.isInstanceOf[SubqueryExpression])) => None
     case _ if !p.expressions.forall(_.deterministic) => None
     case _: Aggregate => Some(("Aggregate", "the groups of the changed rows"))
-    case w: WindowTableFunction if Seq("TUMBLE", "HOP", "CUMULATE").contains(w.spec.kind.name) =>
+    case w: WindowTableFunction if w.spec.kind.isPerRow =>
       Some((s"Window ${w.spec.kind.name}", "each changed row's windows"))
     case _: Distinct | _: Deduplicate => Some((p.nodeName, "the changed rows, once each"))
     case f: Filter if aboveAggregate(f) => Some(("Filter (HAVING)", "dropped to find the groups; kept when they are recomputed"))

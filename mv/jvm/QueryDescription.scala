@@ -161,7 +161,7 @@ object QueryDescription extends PredicateHelper {
   private def regroupWindow(plan: LogicalPlan, leaf: LogicalPlan): Option[Map[String, Any]] = {
     val found = DeltaRules.regroupingsOf(plan, leaf).map { a =>
       val windows = a.collect {
-        case w: WindowTableFunction if w.child.exists(_ == leaf) && Seq("TUMBLE", "HOP", "CUMULATE").contains(w.spec.kind.name) &&
+        case w: WindowTableFunction if w.child.exists(_ == leaf) && w.spec.kind.isPerRow &&
           (w.timeColumn match { case t: Attribute => leaf.outputSet.contains(t); case _ => false }) => w
       }
       val bounds = traced(a, windows.flatMap(w => Seq(w.windowStart.exprId -> w, w.windowEnd.exprId -> w)).toMap)
@@ -434,7 +434,7 @@ object QueryDescription extends PredicateHelper {
       val below = p.children.filter(_.exists(_ eq leaf))
       below.size == 1 && reaches(below.head) && (p match {
         case _: Project | _: Filter | _: SubqueryAlias | _: View | _: Union => true
-        case w: WindowTableFunction => Seq("TUMBLE", "HOP", "CUMULATE").contains(w.spec.kind.name)
+        case w: WindowTableFunction => w.spec.kind.isPerRow
         case j: Join => j.joinType match {
           case Inner | Cross => true
           case LeftOuter | LeftSemi | LeftAnti => below.head eq j.left

@@ -16,6 +16,10 @@ sealed abstract class WindowKind(val name: String, val arguments: Seq[String], v
                                  val usage: String, val description: String) {
   def isSession: Boolean = this == WindowKind.Session || this == WindowKind.EkuiperSession
 
+  /** Whether a row's windows follow from that row alone (TUMBLE, HOP, CUMULATE; not a session,
+   *  whose extent its neighbours decide): the delta rules pass a change's rows through it. */
+  def isPerRow: Boolean = this == WindowKind.Tumble || this == WindowKind.Hop || this == WindowKind.Cumulate
+
   /** How SHOW FUNCTIONS and DESCRIBE FUNCTION present it. */
   def registration: (FunctionIdentifier, ExpressionInfo, Seq[Expression] => LogicalPlan) = (
     FunctionIdentifier(name.toLowerCase),
