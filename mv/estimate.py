@@ -481,17 +481,21 @@ def _min_work(spark: SparkSession) -> int:
 
 def runs_warm(spark: SparkSession, view: str, technique: str) -> bool:
     """Whether this driver process has refreshed `view` by `technique` before (`warmed`)."""
-    return technique in _WARM.get((spark.conf.get("spark.app.id", ""), view), ())
+    return technique in _WARM.get(_warm_key(spark, view), ())
 
 
 def warmed(spark: SparkSession, view: str, technique: str | None) -> None:
     """Records that `view` refreshed by `technique` in this driver process; a view's first refresh
     (`technique` None: CREATE, or its state lost) forgets what a view of that name did before."""
-    key = (spark.conf.get("spark.app.id", ""), view)
     if technique is None:
-        _WARM.pop(key, None)
+        _WARM.pop(_warm_key(spark, view), None)
     else:
-        _WARM.setdefault(key, set()).add(technique)
+        _WARM.setdefault(_warm_key(spark, view), set()).add(technique)
+
+
+def _warm_key(spark: SparkSession, view: str) -> tuple[str, str]:
+    """`_WARM`'s key: the Spark application this process drives, and the view."""
+    return spark.conf.get("spark.app.id", ""), view
 
 
 def measured(spark: SparkSession, view: str, previous: RefreshState | None, previous_end: float | None) -> list[Past]:
