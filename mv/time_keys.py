@@ -4,12 +4,13 @@ A GROUP BY `DATE_FORMAT(dateTime, 'yyyy-MM-dd')` (or `date_trunc('HOUR', ts)`) r
 groups a change touches from the rows of those keys. A filter on the key is no filter on the time
 column, so Delta would read every file of the source (Spark turns one on `CAST(ts AS DATE)` into
 one on ts itself, but not these); the rows of keys `low` to `high` lie between the start of
-`low`'s period and the end of `high`'s, a range of the time column Delta skips files by. mv_describe finds such keys (each read's
-`time_keys`: QueryDescription.timeKeys); this module decides which of them keep the time's order
-(a format whose text sorts as its time: fixed-width numbers, largest unit first) and turns a range
-of keys into the range of time: from the lowest key parsed back with its format, in the session's
-time zone as the key was made (the first instant of its period, exactly), to the highest's plus
-its period and a day's margin (adding a day adds 24 hours, and a local day may have 25).
+`low`'s period and the end of `high`'s, a range of the time column Delta skips files by.
+mv_describe finds such keys (each read's `time_keys`: QueryDescription.timeKeys); this module
+decides which of them keep the time's order (a format whose text sorts as its time: fixed-width
+numbers, largest unit first) and turns a range of keys into the range of time: from the lowest
+key parsed back with its format, in the session's time zone as the key was made (the first
+instant of its period, exactly), to the highest's plus its period and a day's margin (adding a
+day adds 24 hours, and a local day may have 25).
 
 Example:
     >>> kept_sources(run, {"day": Range("2026-11-03", "2026-11-04", False)})
