@@ -58,7 +58,11 @@ def lookup(spark: SparkSession, names: list[str], after: dict[str, int] | None =
     if not names:
         return {}
     args = [f"{name}@{after[name]}" if name in (after or {}) else name for name in names]
-    rows = spark.sql(f"SELECT * FROM mv_delta_tables({', '.join(map(sql_string, args))})").collect()
-    return {row.name: Table(row.version, row.id, row.changed_outside, row.small, dict(row.properties or {}),
-                            row.exists, row.bytes, row.change_bytes, row.schema, row.change_retracts,
-                            row.committed_at) for row in rows}
+    if hasattr(spark, "_jsparkSession"):  # this process is the driver: no SQL statement (DeltaTables.tablesJson)
+        rows = json.loads(spark._jvm.io.mvengine.DeltaTables.tablesJson(spark._jsparkSession, json.dumps(args)))
+    else:
+        rows = [row.asDict() for row in
+                spark.sql(f"SELECT * FROM mv_delta_tables({', '.join(map(sql_string, args))})").collect()]
+    return {row["name"]: Table(row["version"], row["id"], row["changed_outside"], row["small"],
+                               dict(row["properties"] or {}), row["exists"], row["bytes"], row["change_bytes"],
+                               row["schema"], row["change_retracts"], row["committed_at"]) for row in rows}

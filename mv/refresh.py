@@ -394,7 +394,7 @@ def _commit(run: Run, new_state: RefreshState, write: Write) -> tuple[int, int, 
     spec = {"view": name, "refresh_id": new_state.refresh_id, "expected": run.marker,
             "state": new_state.to_property(), **write.spec(rows, reached, writes.read_version(run))}
     with session_settings(spark, {USER_METADATA: new_state.to_json()}):
-        row = spark.sql(f"MV_COMMIT_REFRESH {sql_string(json.dumps(spec))}").first()
+        row = spark.sql(f"MV_COMMIT_REFRESH {sql_string(json.dumps(spec))}").collect()[0]  # a command: ran already
     if row.status != "committed":  # another refresh committed since this one read the state
         raise errors.concurrent_refresh(name)
     return row.num_inserted_rows, row.num_updated_rows, row.num_deleted_rows

@@ -5,7 +5,7 @@ import scala.util.control.NonFatal
 
 import com.fasterxml.jackson.databind.{JsonNode, ObjectMapper}
 
-import org.apache.spark.sql.{AnalysisException, Row, SparkSession}
+import org.apache.spark.sql.{classic, AnalysisException, Row, SparkSession}
 import org.apache.spark.sql.catalyst.expressions.{Attribute, AttributeReference}
 import org.apache.spark.sql.execution.command.LeafRunnableCommand
 import org.apache.spark.sql.types.{DataType, DoubleType, LongType, StringType, StructType}
@@ -117,6 +117,15 @@ object Maintainer {
   }
 
   private def notRunning(why: String): AnalysisException = WindowErrors.maintainerNotRunning(why)
+
+  /** `body` with `session` the active one: the maintainer's calls into the JVM arrive on py4j's
+   *  threads, whose active session is not the one the call is for (DeltaTables.tablesJson). */
+  def asActive[T](session: classic.SparkSession)(body: => T): T = {
+    val before = classic.SparkSession.getActiveSession
+    classic.SparkSession.setActiveSession(session)
+    try body
+    finally before.fold(classic.SparkSession.clearActiveSession())(classic.SparkSession.setActiveSession)
+  }
 
   private[mvengine] def internal(what: String): AnalysisException = notRunning(s"it failed: $what")
 
