@@ -103,7 +103,7 @@ def _validate(spark: SparkSession, statement: Create) -> QueryInfo:
     if d.partitioned_by and d.cluster_by:
         raise errors.unsupported_combination("PARTITIONED BY and CLUSTER BY were both given", "Use one of them.")
     if d.policy == "INCREMENTAL STRICT":
-        blockers = info.reasons + plan.incremental_blockers(spark, info, bool(d.watermark_column))
+        blockers = info.reasons + plan.incremental_blockers(info, bool(d.watermark_column))
         if blockers:
             raise errors.not_incremental(d.name, blockers)
     return info
@@ -321,7 +321,7 @@ def explain(spark: SparkSession, statement: Explain) -> list[tuple]:
     info = refresh.described(spark, view)
     state = read(spark, view.name) if previous is None else _pretend_state(info)
     outside = delta_tables.lookup(spark, [view.name])[view.name].changed_outside if previous is None else None
-    chosen = plan.plan(spark, view, info, state, changed_outside=outside)
+    chosen = plan.plan(view, info, state, changed_outside=outside)
     weighed = refresh.estimated(spark, view.name) if previous is None and chosen.technique == "incremental" else None
     if weighed is not None and weighed.switches and view.definition.policy == "AUTO":
         chosen = plan.Plan("full", "FULL_CHEAPER")

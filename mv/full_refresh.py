@@ -34,7 +34,7 @@ def full(run: Run) -> tuple[RefreshState, writes.Write]:
         times = [spark.sql(f"SELECT max({micros_sql(quote(w.time_column), t)}) FROM {run.source(w.sources[0])}")
                  .first()[0]
                  for w in info.windows if len(w.sources) == 1
-                 and w.time_column.lower() in {c.lower() for c in spark.table(w.sources[0]).columns}]
+                 and w.time_column.lower() in info.columns_of(w.sources[0])]
         max_event, new_wm = advanced(run, times)
         if d.watermark_column and not run.replaces_schema:  # a new schema: final windows too are rewritten
             old_wm = previous.watermark if previous else None

@@ -2,14 +2,12 @@
 history show).
 
 Example:
-    >>> plan.plan(spark, view, info, previous_state)
+    >>> plan.plan(view, info, previous_state)
     Plan(technique='incremental', reason='CHANGES_ONLY')
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from pyspark.sql import SparkSession
 
 from mv import errors
 from mv.catalog import View
@@ -28,8 +26,8 @@ class Plan:
 INCREMENTAL_KINDS = ("TUMBLE", "HOP", "CUMULATE", "SESSION")
 
 
-def plan(spark: SparkSession, view: View, info: QueryInfo, previous: RefreshState | None,
-         full: bool = False, changed_outside: int | None = None) -> Plan:
+def plan(view: View, info: QueryInfo, previous: RefreshState | None, full: bool = False,
+         changed_outside: int | None = None) -> Plan:
     """Incremental or full, and why (reason codes, as EXPLAIN and the history show them).
     `changed_outside`: the view's version, if any, that changed its rows and no refresh wrote.
     A SQL view the query reads defined otherwise than at the last refresh (its fingerprint, kept
@@ -49,7 +47,7 @@ def plan(spark: SparkSession, view: View, info: QueryInfo, previous: RefreshStat
         if policy.startswith("INCREMENTAL"):
             raise errors.query_definition_changed(view.name)
         return Plan("full", "QUERY_DEFINITION_CHANGED")
-    blockers = _blockers(spark, view, info)
+    blockers = _blockers(view, info)
     if blockers:
         if policy == "INCREMENTAL STRICT":
             raise errors.not_incremental(view.name, blockers)
@@ -57,23 +55,23 @@ def plan(spark: SparkSession, view: View, info: QueryInfo, previous: RefreshStat
     return Plan("incremental", "CHANGES_ONLY")
 
 
-def kept_incrementally(spark: SparkSession, view: View, info: QueryInfo, chosen: Plan) -> bool:
+def kept_incrementally(view: View, info: QueryInfo, chosen: Plan) -> bool:
     """Whether `view`'s query is one the engine keeps incrementally, whatever this refresh's
     technique (`chosen`): no blocker and a policy other than FULL. A refresh of such a view that
     finds no source moved commits nothing (NO_CHANGES).
 
     Example:
-        >>> kept_incrementally(spark, view, info, Plan("full", "FIRST_REFRESH"))
+        >>> kept_incrementally(view, info, Plan("full", "FIRST_REFRESH"))
         True
     """
     if chosen.technique == "incremental":
         return True
-    return view.definition.policy != "FULL" and not _blockers(spark, view, info)
+    return view.definition.policy != "FULL" and not _blockers(view, info)
 
 
-def _blockers(spark: SparkSession, view: View, info: QueryInfo) -> list[str]:
+def _blockers(view: View, info: QueryInfo) -> list[str]:
     """Why `view`'s query is not kept incrementally: the description's reasons, then the engine's."""
-    return list(info.reasons) + incremental_blockers(spark, info, bool(view.definition.watermark_column))
+    return list(info.reasons) + incremental_blockers(info, bool(view.definition.watermark_column))
 
 
 def by_windows(info: QueryInfo) -> bool:
@@ -108,7 +106,7 @@ def _session_blockers(info: QueryInfo, columns: dict[str, set[str]], view_waterm
     return blockers
 
 
-def incremental_blockers(spark: SparkSession, info: QueryInfo, view_watermark: bool = False) -> list[str]:
+def incremental_blockers(info: QueryInfo, view_watermark: bool = False) -> list[str]:
     """Reason codes for what this engine cannot yet keep incrementally in `info`'s query."""
     blockers = []
     if any(s.get("provider") != "delta" for s in info.sources):
@@ -120,7 +118,7 @@ def incremental_blockers(spark: SparkSession, info: QueryInfo, view_watermark: b
     if blockers or info.shape in ("other", "rows", "partitions"):  # the planner's reasons are the query's
         return blockers
     if info.shape == "window":
-        return _window_blockers(spark, info, view_watermark)
+        return _window_blockers(info, view_watermark)
     if info.keys_from_source or info.keys_by_change:
         return []
     missing = [step["reason"] for step in info.maintenance if step["reason"]]  # the planner's, e.g. SELF_JOIN
@@ -129,7 +127,7 @@ def incremental_blockers(spark: SparkSession, info: QueryInfo, view_watermark: b
     return ["NOT_ONE_SOURCE"] if len(set(info.source_tables)) != 1 else ["GROUP_KEYS_NOT_SOURCE_COLUMNS"]
 
 
-def _window_blockers(spark: SparkSession, info: QueryInfo, view_watermark: bool) -> list[str]:
+def _window_blockers(info: QueryInfo, view_watermark: bool) -> list[str]:
     """Every window function must read one Delta source whose own column is its time column; joined
     windows must be the same windows; sessions need their keys in the view. Windows over joins or
     unions, grouped, are kept by their groups (`keys_by_change`), without a WATERMARK: late rows and
@@ -145,7 +143,7 @@ def _window_blockers(spark: SparkSession, info: QueryInfo, view_watermark: bool)
         return ["JOINED_WINDOWS_DIFFER"]
     if set(info.source_tables) != {w.sources[0] for w in windows}:
         return ["SOURCE_READ_OUTSIDE_A_WINDOW"]
-    columns = {w.sources[0]: {c.lower() for c in spark.table(w.sources[0]).columns} for w in windows}
+    columns = {w.sources[0]: info.columns_of(w.sources[0]) for w in windows}
     if any(w.time_column.lower() not in columns[w.sources[0]] for w in windows):
         return ["TIME_COLUMN_NOT_A_SOURCE_COLUMN"]
     if windows[0].kind == "SESSION":

@@ -146,6 +146,16 @@ class QueryInfo:
     def source_tables(self) -> list[str]:
         return [s["table"] for s in self.sources if s.get("table")]
 
+    def columns_of(self, table: str) -> set[str]:
+        """Every column of the source `table` (lower-case), as the query's analysis read it: no
+        lookup of the table again (a catalog round trip and an analysis, some 20 ms).
+
+        Example:
+            >>> describe(spark, "SELECT auction FROM bids").columns_of("`spark_catalog`.`default`.`bids`")
+            {'auction', 'bidder', 'price', 'ts'}
+        """
+        return {c.lower() for s in self.sources if s.get("table") == table for c in s.get("columns") or ()}
+
     def used_columns(self, table: str) -> list[str] | None:
         """The columns of `table` its reads in the query use (operators' inputs or the output), in
         the table's order; None when unknown (a description from before they were kept, a query

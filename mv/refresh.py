@@ -205,7 +205,7 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
     view = replace(view, table_id=tables[view.name].id)
     pinned = pinned_targets(spark, view, refresh_id, tables[view.late_table])
     targets = pinned or {s: tables[s].version for s in info.source_tables}
-    chosen = _chosen(spark, view, info, found, full, tables[view.name].changed_outside)
+    chosen = _chosen(view, info, found, full, tables[view.name].changed_outside)
     if chosen.technique == "incremental" and any(v < previous.sources.get(s, -1) for s, v in targets.items()):
         chosen = replace(chosen, technique="full", reason="SOURCE_REPLACED")  # dropped and created again
     replaces_schema = _schema_replaced(tables[view.name], info)
@@ -242,7 +242,7 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
                 raise estimate.Estimated(None)
             new_state = replace(new_state, source_ids=run.source_ids, source_schemas=run.source_schemas,
                                 views_fingerprint=info.views_fingerprint,
-                                incremental=kept_incrementally(spark, view, info, chosen),
+                                incremental=kept_incrementally(view, info, chosen),
                                 event_time_seen_at=seen_at(run, new_state.max_event_time))
             outcome.watermark = new_state.watermark
             outcome.duration_s = round(time.time() - started, 3)
@@ -351,14 +351,13 @@ def _weighed_before_reading(spark: SparkSession, view: View, info: QueryInfo, si
     return chosen, upfront
 
 
-def _chosen(spark: SparkSession, view: View, info: QueryInfo, found: Stored, full: bool,
-            changed_outside: int | None) -> Plan:
+def _chosen(view: View, info: QueryInfo, found: Stored, full: bool, changed_outside: int | None) -> Plan:
     """Incremental or full, and why (plan.py); a view whose state is lost says so."""
     if found.lost and not full:
         if view.definition.policy.startswith("INCREMENTAL"):
             raise errors.state_lost(view.name)
         return Plan("full", "STATE_LOST")
-    return plan(spark, view, info, found.state, full, changed_outside)
+    return plan(view, info, found.state, full, changed_outside)
 
 
 def _last_refresh_id(spark: SparkSession, view: View) -> int:
