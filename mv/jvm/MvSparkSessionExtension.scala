@@ -65,6 +65,8 @@ class MvSparkSessionExtension extends (SparkSessionExtensions => Unit) {
     // A small Delta table's files come from the list in its checksum, skipped by their statistics
     // in the driver, without the Spark jobs of Delta's scan planning (`mv.smallTableScans`).
     extensions.injectOptimizerRule(_ => SmallDeltaScans)
+    // An aggregate over a small read of such a table reads it in one task: no shuffle for its groups.
+    extensions.injectPreCBORule(_ => OneTaskAggregates)
     // Only a view's refresh writes its table: other writes fail with MV_VIEW_READ_ONLY.
     extensions.injectCheckRule(session => ReadOnlyViews(session))
     // The node runs as Spark's own Project / Expand / Filter / UpdatingSessions operators.
