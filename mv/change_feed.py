@@ -215,9 +215,23 @@ def _signed(run: Run, source: str) -> DataFrame | None:
     start, target = run.previous.sources.get(source, -1) + 1, run.targets[source]
     if start > target:
         return None
+    appended = _appended(run, source, start, target)
+    if appended is not None:
+        return appended.withColumn(SIGN, F.lit(1))
     frame = (run.spark.read.format("delta").option("readChangeFeed", "true")
              .option("startingVersion", start).option("endingVersion", target).table(source))
     return frame.withColumn(SIGN, F.when(F.col("_change_type").isin("insert", "update_postimage"), 1).otherwise(-1))
+
+
+def _appended(run: Run, source: str, start: int, target: int) -> DataFrame | None:
+    """`source`'s versions `start` to `target` as the files they added, when they only append
+    rows (mv/jvm/AppendedChanges.scala): the change feed's rows and columns, read as a scan, not
+    through the change feed's relation (half the time for a 500,000-row append). None otherwise,
+    and over Spark Connect, where the change feed is read."""
+    if source in run.updated or not hasattr(run.spark, "_jsparkSession"):
+        return None
+    jdf = run.spark._jvm.io.mvengine.AppendedChanges.frame(run.spark._jsparkSession, source, start, target)
+    return DataFrame(jdf, run.spark) if jdf is not None else None
 
 
 # Types whose values Spark groups exactly as the query tells them apart. Not floating point (-0.0
