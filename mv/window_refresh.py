@@ -361,7 +361,7 @@ def merge_windows(run: Run, affected, newly_closed) -> writes.Write:
     if run.info.group_by is None:  # rows, not groups: replace whole time ranges of windows
         return writes.replace_rows(run, kept_windows(run, window_ranges(run, affected, "t."), newly_closed,
                                                      f"t.{end}", t))
-    listed = len(affected) <= MAX_LISTED
+    listed = len(affected) <= MAX_LISTED or tiled(run, affected)
 
     def keep(alias: str) -> str:  # the windows to write, over the query's rows ('') or the view's ('t.')
         return kept_windows(run, in_windows(run, affected, alias), newly_closed, alias + end, t)
@@ -380,14 +380,31 @@ def merge_windows(run: Run, affected, newly_closed) -> writes.Write:
 def in_windows(run: Run, windows: list[tuple[int, int]], alias: str) -> str:
     """SQL: a row's window (its columns prefixed `alias`: '' or 't.') is one of `windows`: within
     their time ranges (so Delta skips other files), and exactly one of them, listed in the SQL
-    (up to MAX_LISTED) or found in a relation; false for none."""
+    (up to MAX_LISTED) or found in a relation, unless their ranges hold no other (`tiled`); false
+    for none."""
     if not windows:
         return "false"
+    if tiled(run, windows):
+        return window_ranges(run, windows, alias)
     t, s, e = run.time_type, alias + quote(run.info.window_start), alias + quote(run.info.window_end)
     pairs = ", ".join(f"({time_sql(a, t)}, {time_sql(b, t)})" for a, b in windows)
     exact = f"({s}, {e}) IN ({pairs})" if len(windows) <= MAX_LISTED else \
         f"({s}, {e}) IN (SELECT s, e FROM {windows_relation(run, windows)})"
     return f"({window_ranges(run, windows, alias)} AND {exact})"
+
+
+def tiled(run: Run, windows: list[tuple[int, int]]) -> bool:
+    """Whether the windows within the time ranges of `windows` are those windows: TUMBLE windows
+    tile time, so each run of adjacent ones (time_runs) holds no other, as long as every run is a
+    range of its own (at most MAX_RANGES). Their ranges alone then say which windows to recompute:
+    no list of 50,000 windows in the SQL (a 500,000-row append in 10-second windows spent 0.5 s
+    writing and parsing it, and its merge joined the view's rows to it). A window within the ranges
+    but not among `windows` (none for TUMBLE; one whose local-time alignment a clock change moved)
+    would only be recomputed too, and come out as it is in the view.
+
+    Example: TUMBLE windows [0, 10), [10, 20), [40, 50) are tiled: ranges [0, 20) and [40, 50).
+    """
+    return run.info.windows[0].kind == "TUMBLE" and len(time_runs(windows)) <= MAX_RANGES
 
 
 def all_new(run: Run, affected) -> bool:

@@ -1,4 +1,4 @@
-"""The time ranges a refresh reads for its touched windows (window_refresh.time_ranges).
+"""The time ranges a refresh reads for its touched windows (window_refresh.time_ranges, tiled).
 
 Given windows scattered in time and a limit on how many ranges a predicate may list, the ranges
 cover every window, are at most the limit, and are the ones joining the narrowest gaps first
@@ -37,6 +37,17 @@ def test_ranges_cover_every_window_within_the_limit_joining_the_closest_first(wi
     assert len(ranges) <= limit
     assert all(any(a <= s and e <= b for a, b in ranges) for s, e in windows)
 
+
+
+@settings(max_examples=300, deadline=None)
+@given(times=st.lists(st.integers(-300, 300), min_size=1, max_size=30), size=st.integers(1, 20),
+       offset=st.integers(0, 19))
+def test_the_ranges_of_touched_tumble_windows_hold_no_other_tumble_window(times, size, offset):
+    # why window_refresh.tiled lets a refresh recompute TUMBLE windows by their time ranges alone
+    touched = {w for t in times for w in window_reference.tumble(t, size, offset)}
+    for a, b in time_runs(sorted(touched)):
+        within = {w for t in range(a, b) for w in window_reference.tumble(t, size, offset) if a <= w[0] and w[1] <= b}
+        assert within <= touched
 
 
 @settings(max_examples=300, deadline=None)

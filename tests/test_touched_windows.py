@@ -118,3 +118,42 @@ def test_a_small_change_is_grouped_in_the_driver_under_every_refresh_policy(spar
     assert [o.technique for o in outcomes] == ["incremental", "incremental"] and in_driver == [True, True]
     same(spark, f"SELECT * FROM {views[0]}", f"SELECT * FROM {views[1]}")
     same(spark, f"SELECT * FROM {views[1]}", query("hop", src))
+
+
+def test_more_tumble_windows_than_a_list_holds_are_recomputed_by_their_time_ranges(utc, given, monkeypatch):
+    """TUMBLE windows tile time, so the touched ones are all the windows within their runs
+    (window_refresh.tiled): an append that reaches 1,500 windows and corrections of older ones are
+    recomputed by the runs' time ranges alone, no list of windows in the SQL, and the view equals
+    its twin refreshed with the list (and a join to the view's rows) and its query."""
+    spark = utc
+    start = "TIMESTAMP'2024-01-01 00:00:00'"
+    tumble = "TUMBLE(TABLE({src}), DESCRIPTOR(ts), INTERVAL '1' MINUTES)"
+
+    def by_minute(src: str) -> str:
+        return (f"SELECT window_start, window_end, item, {AGGREGATES} FROM {tumble.format(src=src)} "
+                "GROUP BY window_start, window_end, item")
+    sources, views = [], []
+    for _ in range(2):
+        src = given.name("tiled")
+        spark.sql(f"CREATE TABLE {src} (id BIGINT, item STRING, ts TIMESTAMP, price INT) USING delta")
+        given.tables.append(src)
+        spark.sql(f"INSERT INTO {src} {rows_from(start, 0, 300, 17)}")  # 85 minutes
+        sources.append(src)
+        views.append(given.view(by_minute(src), "REFRESH POLICY INCREMENTAL"))
+    listed, relation = [], window_refresh.windows_relation
+
+    def watched(run, windows):  # the real relation, how many windows it lists recorded
+        listed.append(len(windows))
+        return relation(run, windows)
+    monkeypatch.setattr(window_refresh, "windows_relation", watched)
+    for src, view, tiled in zip(sources, views, [window_refresh.tiled, lambda run, windows: False]):
+        spark.sql(f"INSERT INTO {src} {rows_from(start, 300, 3000, 30)}")  # 1,500 later minutes
+        spark.sql(f"UPDATE {src} SET price = price + 100 WHERE id % 11 = 0 AND id < 300")
+        spark.sql(f"DELETE FROM {src} WHERE id % 19 = 0 AND id < 300")
+        monkeypatch.setattr(window_refresh, "tiled", tiled)
+        assert mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first().technique == "incremental"
+        if view == views[0]:
+            assert listed == []  # the tiled refresh listed no window
+    assert listed and max(listed) > window_refresh.MAX_LISTED   # the twin listed them
+    same(spark, f"SELECT * FROM {views[0]}", f"SELECT * FROM {views[1]}")
+    same(spark, f"SELECT * FROM {views[0]}", by_minute(sources[0]))
