@@ -48,6 +48,19 @@ def same(spark, a: str, b: str) -> None:
 LATE_COLUMNS = "id, item, ts, price, _change_type, _change_sign, _commit_version"
 
 
+def twins(spark, given, start: str, query_of, clauses: str) -> tuple[list[str], list[str]]:
+    """Two identical sources of 85 minutes of rows from `start`, each with a view of `query_of(source)`."""
+    sources, views = [], []
+    for _ in range(2):
+        src = given.name("touched")
+        spark.sql(f"CREATE TABLE {src} (id BIGINT, item STRING, ts TIMESTAMP, price INT) USING delta")
+        given.tables.append(src)
+        spark.sql(f"INSERT INTO {src} {rows_from(start, 0, 300, 17)}")  # 85 minutes
+        sources.append(src)
+        views.append(given.view(query_of(src), clauses))
+    return sources, views
+
+
 @pytest.fixture
 def utc(spark):
     yield spark
@@ -61,14 +74,7 @@ def test_a_change_grouped_by_window_period_refreshes_as_one_windowed_row_by_row(
     if kind == "hop_new_york":
         spark.conf.set("spark.sql.session.timeZone", "America/New_York")
     start = START.get(kind, "TIMESTAMP'2024-01-01 00:00:00'")
-    sources, views = [], []
-    for _ in range(2):
-        src = given.name("touched")
-        spark.sql(f"CREATE TABLE {src} (id BIGINT, item STRING, ts TIMESTAMP, price INT) USING delta")
-        given.tables.append(src)
-        spark.sql(f"INSERT INTO {src} {rows_from(start, 0, 300, 17)}")  # 85 minutes
-        sources.append(src)
-        views.append(given.view(query(kind, src), f"{clauses} REFRESH POLICY INCREMENTAL"))
+    sources, views = twins(spark, given, start, lambda src: query(kind, src), f"{clauses} REFRESH POLICY INCREMENTAL")
     outcomes = []
     for src, view, copies in zip(sources, views, [2, 1 << 40]):   # every window kind here grouped, or none
         spark.sql(f"INSERT INTO {src} {rows_from(start, 300, 200, 23)}")  # later rows
@@ -132,14 +138,7 @@ def test_more_tumble_windows_than_a_list_holds_are_recomputed_by_their_time_rang
     def by_minute(src: str) -> str:
         return (f"SELECT window_start, window_end, item, {AGGREGATES} FROM {tumble.format(src=src)} "
                 "GROUP BY window_start, window_end, item")
-    sources, views = [], []
-    for _ in range(2):
-        src = given.name("tiled")
-        spark.sql(f"CREATE TABLE {src} (id BIGINT, item STRING, ts TIMESTAMP, price INT) USING delta")
-        given.tables.append(src)
-        spark.sql(f"INSERT INTO {src} {rows_from(start, 0, 300, 17)}")  # 85 minutes
-        sources.append(src)
-        views.append(given.view(by_minute(src), "REFRESH POLICY INCREMENTAL"))
+    sources, views = twins(spark, given, start, by_minute, "REFRESH POLICY INCREMENTAL")
     listed, relation = [], window_refresh.windows_relation
 
     def watched(run, windows):  # the real relation, how many windows it lists recorded
