@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from mv.internal_columns import NET_KEY, SIGN
+from mv.maintainer import extension
 from mv.query import quote
 from mv.run import Run
 from mv.settings import session_settings
@@ -228,9 +229,10 @@ def _appended(run: Run, source: str, start: int, target: int) -> DataFrame | Non
     rows (mv/jvm/AppendedChanges.scala): the change feed's rows and columns, read as a scan, not
     through the change feed's relation (half the time for a 500,000-row append). None otherwise,
     and over Spark Connect, where the change feed is read."""
-    if source in run.updated or not hasattr(run.spark, "_jsparkSession"):
+    jvm = extension(run.spark)
+    if source in run.updated or jvm is None:
         return None
-    jdf = run.spark._jvm.io.mvengine.AppendedChanges.frame(run.spark._jsparkSession, source, start, target)
+    jdf = jvm.AppendedChanges.frame(run.spark._jsparkSession, source, start, target)
     return DataFrame(jdf, run.spark) if jdf is not None else None
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
+from mv.maintainer import extension
 from mv.query import sql_string
 
 
@@ -58,8 +59,8 @@ def lookup(spark: SparkSession, names: list[str], after: dict[str, int] | None =
     if not names:
         return {}
     args = [f"{name}@{after[name]}" if name in (after or {}) else name for name in names]
-    if hasattr(spark, "_jsparkSession"):  # this process is the driver: no SQL statement (DeltaTables.tablesJson)
-        rows = json.loads(spark._jvm.io.mvengine.DeltaTables.tablesJson(spark._jsparkSession, json.dumps(args)))
+    if (jvm := extension(spark)) is not None:  # this process is the driver: no SQL statement
+        rows = json.loads(jvm.DeltaTables.tablesJson(spark._jsparkSession, json.dumps(args)))
     else:
         rows = [row.asDict() for row in
                 spark.sql(f"SELECT * FROM mv_delta_tables({', '.join(map(sql_string, args))})").collect()]

@@ -52,21 +52,35 @@ class Handler:
         implements = ["io.mvengine.MaintainerHandler"]
 
 
+def extension(spark: SparkSession):
+    """The extension's objects (the JVM package io.mvengine) when this process drives `spark`'s
+    driver, a classic session: the maintainer calls them through py4j, without a SQL statement
+    around each call (a parse, an analysis and an execution, about 20 ms). None over Spark
+    Connect, which has no JVM in its process: there the table functions serve.
+
+    Example:
+        >>> extension(spark).DeltaTables.tablesJson(spark._jsparkSession, '["bids"]')
+        '[{"name":"bids","version":7,...}]'
+    """
+    return spark._jvm.io.mvengine if hasattr(spark, "_jsparkSession") else None
+
+
 def attach(spark: SparkSession) -> SparkSession:
     """Register this process as the maintainer of `spark`'s driver (a local, classic session), once;
     a Spark Connect session is left as it is (its server has its own). Returns `spark`."""
-    if not hasattr(spark, "_jsparkSession"):
+    jvm = extension(spark)
+    if jvm is None:
         return spark
     gateway = spark.sparkContext._gateway
-    if id(gateway) in _attached and spark._jvm.io.mvengine.Maintainer.isRegistered():
+    if id(gateway) in _attached and jvm.Maintainer.isRegistered():
         return spark  # as every statement finds it: one call, not a copy of the whole configuration (20 ms)
     if EXTENSION_CLASS not in spark.sparkContext.getConf().get("spark.sql.extensions", ""):
         raise errors.extension_not_loaded()
     with _lock:
-        if id(gateway) in _attached and spark._jvm.io.mvengine.Maintainer.isRegistered():
+        if id(gateway) in _attached and jvm.Maintainer.isRegistered():
             return spark
         from pyspark.java_gateway import ensure_callback_server_started
         ensure_callback_server_started(gateway)
-        spark._jvm.io.mvengine.Maintainer.register(Handler(spark))
+        jvm.Maintainer.register(Handler(spark))
         _attached.add(id(gateway))
     return spark

@@ -17,6 +17,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
 from mv import errors
+from mv.maintainer import extension
 from mv.names import TableName
 
 
@@ -282,8 +283,8 @@ def _parse_interval(spark: SparkSession, text: str) -> int:
 
 def describe(spark: SparkSession, query: str) -> QueryInfo:
     """Analyse `query` in Spark and describe it; raises Spark's AnalysisException if it does not analyse."""
-    if hasattr(spark, "_jsparkSession"):  # this process is the driver: no SQL statement around it
-        raw = json.loads(spark._jvm.io.mvengine.QueryDescription.describeJson(spark._jsparkSession, query))
+    if (jvm := extension(spark)) is not None:  # this process is the driver: no SQL statement around it
+        raw = json.loads(jvm.QueryDescription.describeJson(spark._jsparkSession, query))
     else:
         raw = json.loads(spark.sql(f"SELECT description FROM mv_describe({sql_string(query)})").first()[0])
     for source in raw["sources"]:  # the plan's names, each part quoted: as the name type renders them

@@ -18,8 +18,8 @@ import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.delta.{DeltaLog, DeltaTableUtils, Snapshot}
 import org.apache.spark.sql.delta.actions.{Action, AddCDCFile, AddFile, CommitInfo, RemoveFile}
-import org.apache.spark.sql.types.{BooleanType, DataType, DoubleType, LongType, MapType, StringType, StructField,
-  StructType, TimestampType}
+import org.apache.spark.sql.types.{BooleanType, DataType, DoubleType, LongType, MapType, StringType, StructType,
+  TimestampType}
 
 /**
  * What the maintainer reads of Delta tables, from Delta's log and its cached snapshots instead of
@@ -100,10 +100,11 @@ object DeltaTables {
       .mkString("[", ",", "]")
   }
 
-  private val TablesSchema = StructType(Seq("name" -> StringType, "version" -> LongType, "id" -> StringType,
-    "changed_outside" -> LongType, "small" -> BooleanType, "properties" -> MapType(StringType, StringType),
-    "exists" -> BooleanType, "bytes" -> LongType, "change_bytes" -> LongType, "schema" -> StringType,
-    "change_retracts" -> BooleanType, "committed_at" -> LongType).map { case (n, t) => StructField(n, t) })
+  private val TablesSchema: StructType = new StructType()
+    .add("name", StringType).add("version", LongType).add("id", StringType).add("changed_outside", LongType)
+    .add("small", BooleanType).add("properties", MapType(StringType, StringType)).add("exists", BooleanType)
+    .add("bytes", LongType).add("change_bytes", LongType).add("schema", StringType)
+    .add("change_retracts", BooleanType).add("committed_at", LongType)
 
   private def tableRows(spark: SparkSession, args: Seq[String]): Seq[Row] =
     args.map { arg =>

@@ -33,16 +33,15 @@ object OneTaskAggregates extends Rule[LogicalPlan] {
   override def apply(plan: LogicalPlan): LogicalPlan =
     if (!SQLConf.get.getConfString(Enabled, "true").toBoolean) plan
     else plan.transformUp {
-      case a: Aggregate if !a.child.isInstanceOf[RepartitionOperation] && small(a.child) =>
+      case a: Aggregate if small(a.child) =>
         a.copy(child = Repartition(1, shuffle = false, a.child))
     }
 
-  /** Whether `input` reads one Delta table's listed files, at most one split's bytes of them
-   *  after its filters skip files, through operators of one input each. */
+  /** Whether `input` reads one Delta table's listed files (its one leaf: no join, no union),
+   *  at most one split's bytes of them after its filters skip files, and repartitions nowhere. */
   private def small(input: LogicalPlan): Boolean = {
     val leaves = input.collectLeaves()
-    val linear = input.collect { case p if p.children.size > 1 || p.isInstanceOf[RepartitionOperation] => p }.isEmpty
-    linear && leaves.size == 1 && (leaves.head match {
+    leaves.size == 1 && !input.exists(_.isInstanceOf[RepartitionOperation]) && (leaves.head match {
       case r: LogicalRelation => r.relation match {
         case HadoopFsRelation(index: ChecksumFileIndex, _, _, _, _, _) =>
           bytes(input, index).exists(_ <= SQLConf.get.filesOpenCostInBytes)
