@@ -19,7 +19,7 @@ import window_reference
 
 def greedy(windows, limit):
     """The oracle: join the two closest runs, again and again."""
-    ranges = time_runs(windows)
+    ranges = [list(r) for r in time_runs(windows)]
     while len(ranges) > limit:
         i = min(range(len(ranges) - 1), key=lambda k: ranges[k + 1][0] - ranges[k][1])
         ranges[i:i + 2] = [[ranges[i][0], ranges[i + 1][1]]]
