@@ -24,7 +24,8 @@ class Write:
     `rows`, merge `rows` (RefreshCommit.scala's clauses: `on`, `delete_matched`, `delete_missing`,
     `target_filter`), or state: no rows, only the new state. `reached`: the view's rows a merge
     reaches (`reached_rows`), already read, `located`, at the version the refresh started from
-    (`read_version`)."""
+    (`read_version`). `fresh`: a key column whose rows beyond the view's files' greatest value
+    there are inserted without matching (a window newer than the view's; `merge`)."""
     mode: str
     rows: DataFrame | None = None
     on: str | None = None
@@ -32,13 +33,15 @@ class Write:
     delete_missing: str | None = None
     target_filter: str | None = None
     reached: DataFrame | None = None
+    fresh: str | None = None
 
     def spec(self, rows_view: str | None, reached_view: str | None = None, read_at: int | None = None) -> dict:
         """The commit statement's spec, with the rows as the temporary view `rows_view` and the
         reached rows as `reached_view`, read at the view's version `read_at`."""
         clauses = {"on": self.on, "delete_matched": self.delete_matched, "delete_missing": self.delete_missing,
                    "target_filter": self.target_filter, "reached": reached_view,
-                   "reached_version": read_at if reached_view else None} if self.mode == "merge" else {}
+                   "reached_version": read_at if reached_view else None,
+                   "fresh": self.fresh} if self.mode == "merge" else {}
         return {"mode": self.mode, "rows": rows_view, **clauses}
 
 
@@ -61,12 +64,17 @@ def merge(run: Run, recomputed: DataFrame, current: DataFrame | None, delete_mis
     on alias t; with a `span`, a condition that only rows within it can meet).
     `span` bounds the window starts of the view rows that can match, or `within`, a condition on
     their columns they meet, so the view's other files are skipped.
+    Recomputed windows that start after every window in the view's files are inserted without
+    matching (`Write.fresh`), unless `current` is given: its join to the recomputation would then
+    be evaluated twice (the rows to match and those to insert).
     """
     on = " AND ".join([f"t.{quote(k)} <=> s.{quote(k)}" for k in run.info.group_by]
                       + ([start_range(run, span, "t")] if span else []))
     missing = delete_missing if isinstance(delete_missing, str) else "true" if delete_missing else None
+    start = run.info.window_start
+    fresh = start if current is None and start in run.info.group_by else None
     return Write("merge", upserts_and_deletes(run, recomputed, current), on, delete_missing=missing,
-                 target_filter=start_range(run, span, None) or within)
+                 target_filter=start_range(run, span, None) or within, fresh=fresh)
 
 
 def upserts_and_deletes(run: Run, recomputed: DataFrame, current: DataFrame | None) -> DataFrame:

@@ -135,6 +135,14 @@ object SmallDeltaScans extends Rule[LogicalPlan] {
     if (filters.isEmpty) files
     else files.filter(file => Try(FileStats(file.stats)).toOption.forall(stats => filters.forall(mayMatch(_, stats))))
 
+  /** The largest value of `column` (of `dataType`, as skipped on) that a row of `files` can hold,
+   *  from their statistics: None for no files, or when a file's are missing or unreadable. */
+  def upperBound(files: Seq[AddFile], column: String, dataType: DataType): Option[Long] = {
+    val bounds = files.map(file =>
+      Try(FileStats(file.stats)).toOption.flatMap(_.bound("maxValues", column, dataType, upper = true)))
+    if (bounds.nonEmpty && bounds.forall(_.isDefined)) Some(bounds.flatten.max) else None
+  }
+
   /** Whether a row of a file with these statistics may meet `condition`. */
   private def mayMatch(condition: Expression, stats: FileStats): Boolean = condition match {
     case And(left, right) => mayMatch(left, stats) && mayMatch(right, stats)
