@@ -40,8 +40,12 @@ def feed(spark, view: str) -> str:
 
 @pytest.fixture
 def matched_twin(spark):
+    """Sets whether new windows are inserted unmatched; changes of over 100 rows count as large
+    (a change the driver can match whole, up to mv.localMergeRows, is matched whole)."""
+    spark.conf.set("mv.localMergeRows", "100")
     yield lambda on: spark.conf.set("mv.merge.freshInserts", "true" if on else "false")
     spark.conf.unset("mv.merge.freshInserts")
+    spark.conf.unset("mv.localMergeRows")
 
 
 @pytest.mark.parametrize("kind, time_type, corrections", [
@@ -76,6 +80,9 @@ def test_windows_newer_than_the_view_are_inserted_unmatched_as_a_merge_would(spa
     same(spark, feed(spark, views[0]), feed(spark, views[1]))
     changes = spark.sql(feed(spark, views[0]))
     assert changes.where("_change_type = 'insert'").count() == outcomes[0].rows_inserted
+    added = [int(spark.sql(f"DESCRIBE HISTORY {v} LIMIT 1").first().operationMetrics["numTargetFilesAdded"])
+             for v in views]
+    assert added[1] == 1 < added[0]  # the new windows' rows written apart from the matched ones
 
 
 def test_a_merge_whose_view_rows_are_all_skipped_inserts_every_new_row(spark, given, matched_twin):
