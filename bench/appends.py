@@ -1,0 +1,166 @@
+"""Large appends at the end of time: an incremental refresh against a full one (issue 38's cases).
+
+Each case: a source of one row a second (`--rows`, 2M by default), two identical views over it,
+one under REFRESH POLICY INCREMENTAL and one under REFRESH POLICY FULL (the full refresh AUTO
+would run); each round appends a batch of newer rows and refreshes both, in alternating order.
+Medians over the rounds after the first (the first incremental refresh of a process pays for
+its code's first run), and the median of the rounds' paired ratios. Every round checks the
+incremental view against its query recomputed from scratch; a difference stops the run.
+    one_percent   TUMBLE 1 minute, 1,000 keys, count + sum, EMIT ON UPDATE; 1% appended a round
+                  (target <= 0.12x full)
+    q7            TUMBLE 10 s, max and count, EMIT ON UPDATE; 500,000 rows a round from 2M
+                  (Nexmark q7's shape; target <= 0.3x full)
+    q7_on_close   the same under WATERMARK ts - 10 minutes, EMIT ON WINDOW CLOSE (target <= 0.3x)
+
+Example:
+    $ python -m bench.appends --label "fresh windows"      # 3 rounds a case, kept beside earlier runs
+    $ python -m bench.appends --cases q7 --rounds 2        # quicker
+    $ python -m bench.appends --render                     # rewrite RESULTS.md from results/appends.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench.refresh import BENCH_DIR, DATA_DIR, InvalidRun
+from bench.report import rewrite_section
+from bench.windows import RESULTS_MD, machine
+
+MV_HOME = DATA_DIR / "mv_home_appends"
+RESULTS_JSON = BENCH_DIR / "results" / "appends.json"
+CASES = {
+    "one_percent": {"select": "k, window_start, window_end, count(*) AS n, sum(price) AS total",
+                    "size": "1 MINUTE", "group": "k, window_start, window_end", "clauses": "",
+                    "batch": 0.01, "target": 0.12},
+    "q7": {"select": "window_start, window_end, max(price) AS top, count(*) AS n", "size": "10 SECONDS",
+           "group": "window_start, window_end", "clauses": "", "batch": 0.25, "target": 0.3},
+    "q7_on_close": {"select": "window_start, window_end, max(price) AS top, count(*) AS n", "size": "10 SECONDS",
+                    "group": "window_start, window_end", "batch": 0.25, "target": 0.3,
+                    "clauses": "WATERMARK FOR ts AS ts - INTERVAL '10' MINUTES EMIT ON WINDOW CLOSE"},
+}
+
+
+def rows(spark, first: int, count: int):
+    """`count` rows numbered from `first`, one a second, keys cycling over 1,000."""
+    return spark.range(first, first + count, numPartitions=2).selectExpr(
+        "id % 1000 AS k", "(id * 7919) % 100000 AS price", "timestamp_micros(id * 1000000) AS ts")
+
+
+def query(case: dict) -> str:
+    return (f"SELECT {case['select']} FROM TUMBLE(TABLE(ap_source), DESCRIPTOR(ts), INTERVAL {case['size']}) "
+            f"GROUP BY {case['group']}")
+
+
+def refreshed(spark, view: str) -> dict:
+    import mv
+
+    started = time.perf_counter()
+    row = mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first()
+    return {"seconds": round(time.perf_counter() - started, 3), "technique": row.technique, "reason": row.reason}
+
+
+def run_case(spark, name: str, source_rows: int, rounds: int) -> dict:
+    import mv
+
+    case = CASES[name]
+    batch = int(source_rows * case["batch"])
+    for view in ("ap_incremental", "ap_full"):
+        mv.sql(spark, f"DROP MATERIALIZED VIEW IF EXISTS {view}")
+    spark.sql("DROP TABLE IF EXISTS ap_source")
+    spark.sql("CREATE TABLE ap_source (k BIGINT, price BIGINT, ts TIMESTAMP) USING delta "
+              "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+    rows(spark, 0, source_rows).write.insertInto("ap_source")
+    for view, policy in (("ap_incremental", "INCREMENTAL"), ("ap_full", "FULL")):
+        mv.sql(spark, f"CREATE MATERIALIZED VIEW {view} {case['clauses']} REFRESH POLICY {policy} "
+                      f"AS {query(case)}").collect()
+    measured = []
+    for i in range(rounds + 1):
+        rows(spark, source_rows + i * batch, batch).write.insertInto("ap_source")
+        order = ["ap_incremental", "ap_full"] if i % 2 == 0 else ["ap_full", "ap_incremental"]
+        times = {view: refreshed(spark, view) for view in order}
+        incremental, full = times["ap_incremental"], times["ap_full"]
+        if incremental["technique"] != "incremental":
+            raise InvalidRun(f"{name}: the incremental view refreshed {incremental['technique']} ({incremental['reason']})")
+        check(spark, case)
+        print(f"{name} round {i}: incremental {incremental['seconds']:.2f} s, full {full['seconds']:.2f} s", flush=True)
+        if i:   # the first round warms the process up
+            measured.append({"incremental_s": incremental["seconds"], "full_s": full["seconds"]})
+    return {"case": name, "source_rows": source_rows, "batch": batch, "rounds": measured,
+            "incremental_s": _median(m["incremental_s"] for m in measured),
+            "full_s": _median(m["full_s"] for m in measured),
+            "paired": _median(m["incremental_s"] / m["full_s"] for m in measured)}
+
+
+def check(spark, case: dict) -> None:
+    view, expected = spark.table("ap_incremental"), spark.sql(query(case))
+    if "WINDOW CLOSE" in case["clauses"]:   # the view holds the windows its watermark closed
+        expected = expected.where(f"window_end <= (SELECT max(window_end) FROM ap_incremental)")
+    missing, extra = expected.exceptAll(view).count(), view.exceptAll(expected).count()
+    if missing or extra:
+        raise InvalidRun(f"ap_incremental differs from its query: {missing} rows missing, {extra} extra")
+
+
+def _median(values) -> float:
+    return round(statistics.median(list(values)), 3)
+
+
+def run(cases: list[str], source_rows: int, rounds: int) -> dict:
+    import mv
+
+    os.environ.setdefault("MV_HOME", str(MV_HOME))
+    spark = mv.session()
+    results = [run_case(spark, name, source_rows, rounds) for name in cases]
+    return {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": machine(spark),
+            "cases": results}
+
+
+def markdown_table(runs: list[dict]) -> str:
+    """Every case of the newest run beside the same case in the first run (the baseline)."""
+    newest, first = runs[-1], runs[0]
+    before = {c["case"]: c for c in first["cases"]} if first is not newest else {}
+    lines = ["| case | source rows | appended a round | incremental (s) | full (s) | **paired ratio** | target | "
+             f"paired ratio in run \"{first['label']}\" |", "| --- |" + " ---: |" * 7]
+    for c in newest["cases"]:
+        old = before.get(c["case"])
+        baseline = f"{old['paired']:.2f}" if old else ""
+        lines.append(f"| {c['case']} | {c['source_rows']:,} | {c['batch']:,} | {c['incremental_s']:.2f} | "
+                     f"{c['full_s']:.2f} | **{c['paired']:.2f}** | <= {CASES[c['case']]['target']} | {baseline} |")
+    m = newest["machine"]
+    return (f"Run \"{newest['label']}\", {newest['when']}, {m['cores']} cores, Spark {m['spark']}, Delta "
+            f"{m['delta']}; {len(newest['cases'][0]['rounds'])} rounds a case after a first one; seconds are "
+            f"medians, the ratio the median of each round's incremental / full.\n\n" + "\n".join(lines))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.appends", description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
+    parser.add_argument("--label", default="current", help="the run's name; a run of the same name is replaced")
+    parser.add_argument("--json", type=Path, default=RESULTS_JSON, help="where the runs are kept")
+    parser.add_argument("--render", action="store_true", help="only rewrite RESULTS.md from the JSON")
+    args = parser.parse_args(argv)
+    runs = json.loads(args.json.read_text())["runs"] if args.json.exists() else []
+    if not args.render:
+        try:
+            result = run(args.cases, args.rows, args.rounds) | {"label": args.label}
+        except InvalidRun as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        runs = [r for r in runs if r["label"] != args.label] + [result]
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"runs": runs}, indent=2) + "\n")
+    if args.json == RESULTS_JSON:
+        rewrite_section(RESULTS_MD, "appends", "Large appends: incremental vs full", markdown_table(runs))
+    print(markdown_table(runs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
