@@ -18,16 +18,14 @@ Example:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
 import time
 from datetime import datetime, timezone
-from pathlib import Path
 
 from bench.refresh import BENCH_DIR, DATA_DIR, InvalidRun, execution_marker, where_time_went
-from bench.report import rewrite_section
+from bench.report import add_output_arguments, labelled_runs, publish
 from bench.windows import RESULTS_MD, machine
 
 MV_HOME = DATA_DIR / "mv_home_fixed_cost"
@@ -189,22 +187,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.fixed_cost", description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--label", default="current", help="the run's name; a run of the same name is replaced")
-    parser.add_argument("--json", type=Path, default=RESULTS_JSON, help="where the runs are kept")
-    parser.add_argument("--render", action="store_true", help="only rewrite RESULTS.md from the JSON")
+    add_output_arguments(parser, RESULTS_JSON)
     args = parser.parse_args(argv)
-    runs = json.loads(args.json.read_text())["runs"] if args.json.exists() else []
-    if not args.render:
-        try:
-            result = run(args.rounds) | {"label": args.label}
-        except InvalidRun as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 1
-        runs = [r for r in runs if r["label"] != args.label] + [result]
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"runs": runs}, indent=2) + "\n")
-    if args.json == RESULTS_JSON:
-        rewrite_section(RESULTS_MD, "fixed_cost", "The fixed cost of a refresh", markdown_table(runs))
-    print(markdown_table(runs))
+    try:
+        runs = labelled_runs(args, RESULTS_JSON, lambda: run(args.rounds))
+    except InvalidRun as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    publish(args, RESULTS_JSON, RESULTS_MD, "fixed_cost", "The fixed cost of a refresh", markdown_table(runs))
     return 0
 
 

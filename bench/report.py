@@ -41,6 +41,23 @@ def results(args: argparse.Namespace, default_json: Path, run: Callable[[], dict
     return found
 
 
+def labelled_runs(args: argparse.Namespace, default_json: Path, run: Callable[[], dict]) -> list[dict]:
+    """Every run kept (with --render those in `default_json`), else with `run()`'s added under
+    --label (replacing a run of that label) and written to --json, where the runs are kept.
+
+    Example:
+        >>> runs = labelled_runs(args, RESULTS_JSON, lambda: run(args.rounds))   # [..., {"label": "stop 65", ...}]
+    """
+    path = default_json if args.render else args.json
+    runs = json.loads(path.read_text())["runs"] if path.exists() else []
+    if args.render:
+        return runs
+    runs = [r for r in runs if r["label"] != args.label] + [run() | {"label": args.label}]
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"runs": runs}, indent=2) + "\n")
+    return runs
+
+
 def publish(args: argparse.Namespace, default_json: Path, results_md: Path, name: str, title: str,
             markdown: str) -> None:
     """`markdown` printed, and RESULTS.md's section `name` rewritten with it when the results are the
