@@ -506,7 +506,6 @@ def with_open_windows(run: Run, live, bound: int, changes: str, how: str) -> tup
     changes' own (combine.added); 'combined', retractions: combine.combine's rules say which groups
     the source must settle; 'recomputed', retractions in a few runs of time: the touched windows
     recomputed from the source (Delta reads just their files)."""
-    start, end = quote(run.info.window_start), quote(run.info.window_end)
     in_view = [(s, e) for s, e in live if watermark.is_closed(e, run.previous.watermark)]
     span = (min(s for s, _ in in_view), max(s for s, _ in in_view)) if in_view else None
     view_rows = f"SELECT * FROM {run.view.name} WHERE {writes.start_range(run, span, None)}" if in_view else None
