@@ -257,22 +257,28 @@ object RefreshCommit extends DeltaCommand {
   }
 
   /** The merge's actions and counts with the `fresh` source rows (freshRows) to insert written
-   *  beside them, with their change feed when the merge's has its own files. */
+   *  beside them, with their change feed when the merge's has its own files. They are computed
+   *  once, cached and counted, so they are written as a file per RowsPerFile rows as a merge's are,
+   *  in their order (a view created by a full refresh in time order), not a file per task. */
   private def withFresh(spark: SparkSession, spec: Spec, txn: OptimisticTransaction, columns: Seq[String],
       merged: (Seq[Action], Counts), fresh: Option[Column]): (Seq[Action], Counts) = fresh match {
     case None => merged
     case Some(condition) =>
       val (actions, c) = merged
       val rows = spark.table(spec.rows.get).where(coalesce(condition, lit(false)) && col(IC.Op).isin("upsert", "insert"))
-        .select(columns.map(c => col(quoted(c))): _*)
-      val feed = actions.exists(_.isInstanceOf[AddCDCFile])  // else Delta's feed reads the added files as inserts
-      val changeType = CDCReader.CDC_TYPE_COLUMN_NAME
-      def image(kind: Column): Column = struct(columns.map(c => col(quoted(c))) :+ kind.as(changeType): _*)
-      val written = txn.writeFiles(if (!feed) rows else rows.select(explode(array(
-        image(lit(null).cast(StringType)), image(lit(CDCReader.CDC_TYPE_INSERT)))).as("r")).select(col("r.*")))
-      val inserted = appended(written)
-      (actions ++ written, c.copy(inserted = c.inserted + inserted, source = c.source + inserted,
-        filesAdded = c.filesAdded + written.count(_.isInstanceOf[AddFile])))
+        .select(columns.map(c => col(quoted(c))): _*).persist(StorageLevel.MEMORY_AND_DISK)
+      try {
+        val count = rows.count()
+        if (count == 0) return merged
+        val data = rows.coalesce(math.min(math.max(1L, count / RowsPerFile), Int.MaxValue.toLong).toInt)
+        val feed = actions.exists(_.isInstanceOf[AddCDCFile])  // else Delta's feed reads the added files as inserts
+        val changeType = CDCReader.CDC_TYPE_COLUMN_NAME
+        def image(kind: Column): Column = struct(columns.map(c => col(quoted(c))) :+ kind.as(changeType): _*)
+        val written = txn.writeFiles(if (!feed) data else data.select(explode(array(
+          image(lit(null).cast(StringType)), image(lit(CDCReader.CDC_TYPE_INSERT)))).as("r")).select(col("r.*")))
+        (actions ++ written, c.copy(inserted = c.inserted + count, source = c.source + count,
+          filesAdded = c.filesAdded + written.count(_.isInstanceOf[AddFile])))
+      } finally rows.unpersist()
   }
 
   /** The merge's source rows, whether they are known small (within the broadcast threshold), and
