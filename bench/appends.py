@@ -98,7 +98,7 @@ def run_case(spark, name: str, source_rows: int, rounds: int) -> dict:
 def check(spark, case: dict) -> None:
     view, expected = spark.table("ap_incremental"), spark.sql(query(case))
     if "WINDOW CLOSE" in case["clauses"]:   # the view holds the windows its watermark closed
-        expected = expected.where(f"window_end <= (SELECT max(window_end) FROM ap_incremental)")
+        expected = expected.where("window_end <= (SELECT max(window_end) FROM ap_incremental)")
     missing, extra = expected.exceptAll(view).count(), view.exceptAll(expected).count()
     if missing or extra:
         raise InvalidRun(f"ap_incremental differs from its query: {missing} rows missing, {extra} extra")

@@ -180,6 +180,10 @@ object RefreshCommit extends DeltaCommand {
    *  change of bench/refresh.py's 3M-row view copied 1.4M unchanged rows. */
   val RowsPerFile = 250000L
 
+  /** The files to write `rows` rows in: one per RowsPerFile, at least one (not one per shuffle
+   *  partition: a small change writes one). */
+  private def filesFor(rows: Long): Int = math.min(math.max(1L, rows / RowsPerFile), Int.MaxValue.toLong).toInt
+
   case class Counts(inserted: Long = 0, updated: Long = 0, deleted: Long = 0, copied: Long = 0, source: Long = 0,
       filesAdded: Long = 0, filesRemoved: Long = 0, vectorsAdded: Long = 0, vectorsUpdated: Long = 0)
 
@@ -270,7 +274,7 @@ object RefreshCommit extends DeltaCommand {
       try {
         val count = rows.count()
         if (count == 0) return merged
-        val data = rows.coalesce(math.min(math.max(1L, count / RowsPerFile), Int.MaxValue.toLong).toInt)
+        val data = rows.coalesce(filesFor(count))
         val feed = actions.exists(_.isInstanceOf[AddCDCFile])  // else Delta's feed reads the added files as inserts
         val changeType = CDCReader.CDC_TYPE_COLUMN_NAME
         def image(kind: Column): Column = struct(columns.map(c => col(quoted(c))) :+ kind.as(changeType): _*)
@@ -330,10 +334,8 @@ object RefreshCommit extends DeltaCommand {
         .select(columns.map(c => col(s"r.${quoted(c)}")): _*)
       val feed = touched.nonEmpty && CDCReader.isCDCEnabledOnTable(txn.metadata, spark)
       val (inserted, updated, copied) = (rowsOf("insert"), rowsOf("update"), rowsOf("keep", Some(rewrittenWhole)))
-      // As many files as the rows need, not one per shuffle partition: a small change writes one.
-      val files = math.max(1L, (inserted + updated + copied) / RowsPerFile)
       val written = txn.writeFiles((if (feed) withChangeFeed(data, classified, columns) else data)
-        .coalesce(math.min(files, Int.MaxValue.toLong).toInt))
+        .coalesce(filesFor(inserted + updated + copied)))
       val removed = rewrittenWhole.map(f => touched(f).remove)
       val counts = Counts(inserted, updated, rowsOf("delete"), copied, perFile.map(_.fromSource).sum,
         written.count(_.isInstanceOf[AddFile]).toLong, removed.size.toLong,
