@@ -9,6 +9,7 @@ Example:
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass, replace
 
@@ -50,9 +51,10 @@ COMBINE_AFTER_RUNS = MAX_RANGES
 @dataclass(frozen=True)
 class Touched:
     """What the changes touch (`touched`): the window functions whose source changed (`parts`, each
-    one's index its part), the windows with the latest time added to each, the changed rows per
-    (part, window), the change rows read from all sources, and the windows a row of them retracts
-    from (deleted, or an update's old image)."""
+    one's index its part), the windows with the latest time added to each (None where none is
+    known: a window only deleted from, or one an append spans, `_spanned`), the changed rows per
+    (part, window) (those of final windows at least: the late rows), the change rows read from all
+    sources, and the windows a row of them retracts from (deleted, or an update's old image)."""
     parts: list[Window]
     windows: dict[tuple[int, int], int | None]
     counts: dict[tuple[int, int, int], int]
@@ -66,9 +68,60 @@ def touched(run: Run, changes: dict[str, str]) -> Touched:
     windows = [w for w in run.info.windows if w.sources[0] in changes]
     copies = max((w.copies for w in run.info.windows), default=1)
     small = run.sizes.change is not None and run.sizes.change * copies <= SMALL_CHANGE_BYTES
+    if not small and (spanned := _spanned(run, windows, changes)) is not None:
+        return spanned
     counted = [_counted(run, w, changes[w.sources[0]], not small) for w in windows]
     found = touched_windows(run.spark, counted, list(changes.values()), small)
     return Touched(windows, *found)
+
+
+def _spanned(run: Run, parts: list[Window], changes: dict[str, str]) -> Touched | None:
+    """The windows a large append at the end of time touches, without grouping it by window: every
+    TUMBLE or HOP window from its earliest row's first to its latest's last, found by one aggregation of the change's
+    time column (no shuffle), where grouping shuffles a row per window and collects every window.
+    The append must only add rows (its source not in `run.updated`), all at or after the latest
+    event time the view has seen (`max_event_time`, which no row of the sources' previous versions
+    passes): a window between two of its rows that none of them falls in then holds no source row
+    at all, and recomputed it writes nothing. No row is late (a final window ends before the
+    watermark, which is behind that time). None where it does not apply: another window function
+    or several, a change that may retract, an earlier row, windows aligned in a zone whose offset
+    changes (their lengths differ), or more windows than rows (a sparse change, grouped).
+
+    Measured (TUMBLE 10 s, max and count, 500,000 rows appended onto 2M, in 50,000 windows): the
+    grouping took 0.33 s, this 0.19-0.22 s; the whole refresh 1.65 s, then 1.58-1.6 s.
+
+    Example: rows at 00:00:05 and 00:00:41 after a view that saw 00:00:03, TUMBLE(10 s): windows
+    [0, 10), [10, 20), [20, 30), [30, 40) and [40, 50), the last one's latest time 00:00:41.
+    """
+    seen = run.previous.max_event_time if run.previous else None
+    if seen is None or len(parts) != 1 or len(changes) != 1 or len(run.info.windows) != 1:
+        return None
+    w = parts[0]
+    if w.kind not in ("TUMBLE", "HOP") or w.sources[0] in run.updated or not _uniform(run):
+        return None
+    step = w.step if w.kind == "HOP" else w.size  # windows start a step apart, aligned as the rows' are
+    name = changes[w.sources[0]]
+    read, low, high, earliest, latest, windowed = run.spark.sql(
+        f"SELECT * FROM (SELECT count(*) FROM {name}) CROSS JOIN "
+        f"(SELECT min({WS}), max({WE}), min({T}), max({T}), count(*) FROM {_windowed(run, w, name)})").first()
+    if not windowed:
+        return Touched(parts, {}, {}, read)
+    if earliest < seen or (high - low) // step > windowed:
+        return None
+    starts = range(low, high - w.size + 1, step)
+    windows: dict[tuple[int, int], int | None] = {(s, s + w.size): None for s in starts}
+    windows[(high - w.size, high)] = latest
+    return Touched(parts, windows, {}, read)
+
+
+# Zones whose offset never changes, so that windows aligned in them all have their size (a TIMESTAMP
+# window aligns on the session zone's clock, mv/jvm/WindowBounds.scala): others are grouped.
+FIXED_ZONES = re.compile(r"(?i)(utc|gmt|z|etc/utc|etc/gmt|(utc|gmt)?[+-]\d{1,2}(:?\d{2})?)")
+
+
+def _uniform(run: Run) -> bool:
+    """Whether every window of the view lasts its size: its time is TIMESTAMP_NTZ, or its zone a fixed offset."""
+    return run.time_type == "timestamp_ntz" or bool(FIXED_ZONES.fullmatch(run.view.time_zone or ""))
 
 
 def _counted(run: Run, w: Window, changes: str, large: bool) -> str:

@@ -6,7 +6,11 @@ grouped by the period its windows start on while the other's windowed rows go on
 same late rows and keep the same late table. Windows that align on a time zone with daylight
 saving, and an offset, included.
 
-Oracle: the query recomputed in full, and the twin refreshed row by row.
+A large append whose rows all come after every event time the view has seen spans its TUMBLE
+or HOP windows from its first row's to its last's without grouping, and refreshes as its twin
+whose change is grouped by window.
+
+Oracle: the query recomputed in full, and the twin refreshed row by row (or grouped).
 """
 from __future__ import annotations
 
@@ -156,3 +160,60 @@ def test_more_tumble_windows_than_a_list_holds_are_recomputed_by_their_time_rang
     assert listed and max(listed) > window_refresh.MAX_LISTED   # the twin listed them
     same(spark, f"SELECT * FROM {views[0]}", f"SELECT * FROM {views[1]}")
     same(spark, f"SELECT * FROM {views[0]}", by_minute(sources[0]))
+
+
+SPANNED = {"tumble": "TUMBLE(TABLE({src}), DESCRIPTOR(ts), INTERVAL '1' MINUTES)",
+           "hop": "HOP(TABLE({src}), DESCRIPTOR(ts), INTERVAL '1' MINUTES, INTERVAL '3' MINUTES)"}
+
+
+@pytest.mark.parametrize("clauses", ["", LATE_VIEW], ids=["on_update", "on_close"])
+@pytest.mark.parametrize("window, zone, earlier, spanned", [
+    ("tumble", "UTC", False, True), ("hop", "UTC", False, True), ("tumble", "UTC", True, False),
+    ("hop", "America/New_York", False, False)],
+    ids=["tumble_at_the_end_of_time", "hop_at_the_end_of_time", "one_row_before_the_latest_seen",
+         "zone_with_daylight_saving"])
+def test_a_large_append_after_every_row_seen_spans_its_windows_without_grouping(utc, given, monkeypatch, clauses,
+                                                                               window, zone, earlier, spanned):
+    """An append whose rows all come at or after the latest event time the view has seen touches
+    every TUMBLE or HOP window from its earliest row's first to its latest's last
+    (window_refresh._spanned): those between hold no source row, so one aggregation of the
+    change's time column finds them, and the view equals its twin refreshed with the change
+    grouped by window. An append with an earlier row (a late one under a watermark), or windows
+    aligned in a zone with daylight saving, is grouped."""
+    spark = utc
+    spark.conf.set("spark.sql.session.timeZone", zone)
+    start = "TIMESTAMP'2024-01-01 00:00:00'"
+
+    def by_minute(src: str) -> str:
+        return (f"SELECT window_start, window_end, item, {AGGREGATES} FROM {SPANNED[window].format(src=src)} "
+                "GROUP BY window_start, window_end, item")
+    sources, views = twins(spark, given, start, by_minute, f"{clauses} REFRESH POLICY INCREMENTAL")
+    grouped, touched_windows, spanned_windows = [], window_refresh.touched_windows, window_refresh._spanned
+
+    def watched(*args):  # the real grouping, its runs recorded
+        grouped.append(1)
+        return touched_windows(*args)
+    monkeypatch.setattr(window_refresh, "touched_windows", watched)
+    monkeypatch.setattr(window_refresh, "SMALL_CHANGE_BYTES", 0)   # every change large
+    outcomes = []
+    for src, view, allowed in zip(sources, views, [True, False]):
+        spark.sql(f"INSERT INTO {src} {rows_from(start, 400, 60, 17)}")    # from 01:53, after 85 minutes
+        spark.sql(f"INSERT INTO {src} {rows_from(start, 700, 40, 17)}")    # from 03:18: an hour of empty windows
+        if earlier:
+            spark.sql(f"INSERT INTO {src} {rows_from(start, 10, 1, 17)}")  # 00:02:50
+        monkeypatch.setattr(window_refresh, "_spanned", spanned_windows if allowed else lambda *args: None)
+        del grouped[:]
+        outcomes.append(mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first())
+        assert bool(grouped) == (not allowed or not spanned)
+
+    assert [o.technique for o in outcomes] == ["incremental", "incremental"], outcomes
+    assert [(o.rows_read, o.rows_inserted, o.rows_updated, o.late_rows) for o in outcomes][0] == \
+        (outcomes[1].rows_read, outcomes[1].rows_inserted, outcomes[1].rows_updated, outcomes[1].late_rows)
+    assert outcomes[0].rows_read == 100 + earlier
+    same(spark, f"SELECT * FROM {views[0]}", f"SELECT * FROM {views[1]}")
+    if clauses:
+        marks = [spark.sql(f"SELECT watermark_micros FROM mv_refresh_history('', '{v}', '1')").first()[0] for v in views]
+        assert marks[0] == marks[1] == spark.sql(f"SELECT unix_micros(max(ts)) - 60000000 FROM {sources[0]}").first()[0]
+        assert outcomes[0].late_rows == earlier
+    else:
+        same(spark, f"SELECT * FROM {views[0]}", by_minute(sources[0]))
