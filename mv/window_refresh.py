@@ -475,16 +475,24 @@ def in_windows(run: Run, windows: list[tuple[int, int]], alias: str) -> str:
 
 def tiled(run: Run, windows: list[tuple[int, int]]) -> bool:
     """Whether the windows within the time ranges of `windows` are those windows: TUMBLE windows
-    tile time, so each run of adjacent ones (time_runs) holds no other, as long as every run is a
-    range of its own (at most MAX_RANGES). Their ranges alone then say which windows to recompute:
-    no list of 50,000 windows in the SQL (a 500,000-row append in 10-second windows spent 0.5 s
-    writing and parsing it, and its merge joined the view's rows to it). A window within the ranges
-    but not among `windows` (none for TUMBLE; one whose local-time alignment a clock change moved)
-    would only be recomputed too, and come out as it is in the view.
+    tile time, so each run of adjacent ones (time_runs) holds no other; HOP windows, a step apart,
+    when each run holds every window that fits in it (an append's windows from its first row's to
+    its last's, `_spanned`), as long as every run is a range of its own (at most MAX_RANGES).
+    Their ranges alone then say which windows to recompute: no list of 50,000 windows in the SQL
+    (a 500,000-row append in 10-second windows spent 0.5 s writing and parsing it, and its merge
+    joined the view's rows to it; in HOP(2 s, 10 s), 250,000 windows, the open windows'
+    aggregation joined to them took 7 s). A window within the ranges but not among `windows` (one
+    whose local-time alignment a clock change moved) would only be recomputed too, and come out
+    as it is in the view.
 
-    Example: TUMBLE windows [0, 10), [10, 20), [40, 50) are tiled: ranges [0, 20) and [40, 50).
+    Example: TUMBLE windows [0, 10), [10, 20), [40, 50) are tiled: ranges [0, 20) and [40, 50);
+    HOP(2, 10) windows [0, 10), [2, 12), [4, 14) too (range [0, 14)), but not [0, 10), [4, 14).
     """
-    return run.info.windows[0].kind == "TUMBLE" and len(time_runs(windows)) <= MAX_RANGES
+    w = run.info.windows[0]
+    runs = time_runs(windows)
+    if len(runs) > MAX_RANGES or w.kind not in ("TUMBLE", "HOP"):
+        return False
+    return w.kind == "TUMBLE" or sum((e - s - w.size) // w.step + 1 for s, e in runs) == len(windows)
 
 
 def all_new(run: Run, affected) -> bool:
