@@ -11,6 +11,9 @@ incremental view against its query recomputed from scratch; a difference stops t
     q7            TUMBLE 10 s, max and count, EMIT ON UPDATE; 500,000 rows a round from 2M
                   (Nexmark q7's shape; target <= 0.3x full)
     q7_on_close   the same under WATERMARK ts - 10 minutes, EMIT ON WINDOW CLOSE (target <= 0.3x)
+    q5_on_close   HOP 2 s / 10 s, count per auction (`a`, hot for 100 s at a time), under the same
+                  watermark and EMIT ON WINDOW CLOSE; 500,000 rows a round (Nexmark q5's shape;
+                  target <= 0.3x)
 
 Example:
     $ python -m bench.appends --label "fresh windows"      # 3 rounds a case, kept beside earlier runs
@@ -41,18 +44,24 @@ CASES = {
     "q7_on_close": {"select": "window_start, window_end, max(price) AS top, count(*) AS n", "size": "10 SECONDS",
                     "group": "window_start, window_end", "batch": 0.25, "target": 0.3,
                     "clauses": "WATERMARK FOR ts AS ts - INTERVAL '10' MINUTES EMIT ON WINDOW CLOSE"},
+    "q5_on_close": {"select": "a, window_start, window_end, count(*) AS n", "group": "a, window_start, window_end",
+                    "window": "HOP(TABLE(ap_source), DESCRIPTOR(ts), INTERVAL '2' SECONDS, INTERVAL '10' SECONDS)",
+                    "batch": 0.25, "target": 0.3,
+                    "clauses": "WATERMARK FOR ts AS ts - INTERVAL '10' MINUTES EMIT ON WINDOW CLOSE"},
 }
 
 
 def rows(spark, first: int, count: int):
-    """`count` rows numbered from `first`, one a second, keys cycling over 1,000."""
+    """`count` rows numbered from `first`, one a second, keys `k` cycling over 1,000, auctions `a`
+    over 10, each bid on for 100 s at a time."""
     return spark.range(first, first + count, numPartitions=2).selectExpr(
-        "id % 1000 AS k", "(id * 7919) % 100000 AS price", "timestamp_micros(id * 1000000) AS ts")
+        "id % 1000 AS k", "(id DIV 100) % 10 AS a", "(id * 7919) % 100000 AS price",
+        "timestamp_micros(id * 1000000) AS ts")
 
 
 def query(case: dict) -> str:
-    return (f"SELECT {case['select']} FROM TUMBLE(TABLE(ap_source), DESCRIPTOR(ts), INTERVAL {case['size']}) "
-            f"GROUP BY {case['group']}")
+    window = case.get("window") or f"TUMBLE(TABLE(ap_source), DESCRIPTOR(ts), INTERVAL {case['size']})"
+    return f"SELECT {case['select']} FROM {window} GROUP BY {case['group']}"
 
 
 def refreshed(spark, view: str) -> dict:
@@ -71,7 +80,7 @@ def run_case(spark, name: str, source_rows: int, rounds: int) -> dict:
     for view in ("ap_incremental", "ap_full"):
         mv.sql(spark, f"DROP MATERIALIZED VIEW IF EXISTS {view}")
     spark.sql("DROP TABLE IF EXISTS ap_source")
-    spark.sql("CREATE TABLE ap_source (k BIGINT, price BIGINT, ts TIMESTAMP) USING delta "
+    spark.sql("CREATE TABLE ap_source (k BIGINT, a BIGINT, price BIGINT, ts TIMESTAMP) USING delta "
               "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
     rows(spark, 0, source_rows).write.insertInto("ap_source")
     for view, policy in (("ap_incremental", "INCREMENTAL"), ("ap_full", "FULL")):
