@@ -77,8 +77,9 @@ def touched(run: Run, changes: dict[str, str]) -> Touched:
 
 def _spanned(run: Run, parts: list[Window], changes: dict[str, str]) -> Touched | None:
     """The windows a large append at the end of time touches, without grouping it by window: every
-    TUMBLE or HOP window from its earliest row's first to its latest's last, found by one aggregation of the change's
-    time column (no shuffle), where grouping shuffles a row per window and collects every window.
+    TUMBLE or HOP window from its earliest row's first to its latest row's last, found by one
+    aggregation of the change's time column (no shuffle), where grouping shuffles a row per
+    window and collects every window.
     The append must only add rows (its source not in `run.updated`), all at or after the latest
     event time the view has seen (`max_event_time`, which no row of the sources' previous versions
     passes): a window between two of its rows that none of them falls in then holds no source row
@@ -489,8 +490,7 @@ def tiled(run: Run, windows: list[tuple[int, int]]) -> bool:
     HOP(2, 10) windows [0, 10), [2, 12), [4, 14) too (range [0, 14)), but not [0, 10), [4, 14).
     """
     w = run.info.windows[0]
-    runs = time_runs(windows)
-    if len(runs) > MAX_RANGES or w.kind not in ("TUMBLE", "HOP"):
+    if w.kind not in ("TUMBLE", "HOP") or len(runs := time_runs(windows)) > MAX_RANGES:
         return False
     return w.kind == "TUMBLE" or sum((e - s - w.size) // w.step + 1 for s, e in runs) == len(windows)
 
