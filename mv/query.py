@@ -23,7 +23,9 @@ from mv.names import TableName
 
 @dataclass(frozen=True)
 class Window:
-    """One window function of the query: kind, durations in microseconds, time column, sources."""
+    """One window function of the query: kind, durations in microseconds, time column, sources,
+    and whether the zone its windows align in keeps one offset from UTC (`fixed_offset`: so every
+    window lasts its size; TIMESTAMP_NTZ aligns on its own value, which counts as fixed)."""
     kind: str
     size: int
     step: int
@@ -32,6 +34,7 @@ class Window:
     time_column: str
     partition_by: list[str]
     sources: list[str]
+    fixed_offset: bool = False
 
     def call(self, table: str) -> str:
         """This window function applied to `table`, as SQL."""

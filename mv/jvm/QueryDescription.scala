@@ -143,7 +143,7 @@ object QueryDescription extends PredicateHelper {
   private def describeWindow(w: WindowTableFunction): Map[String, Any] = Map(
     "kind" -> w.spec.kind.name,
     "size" -> w.spec.size, "step" -> w.spec.step, "offset" -> w.spec.offset,
-    "time_zone" -> w.spec.timeZone.orNull,
+    "time_zone" -> w.spec.timeZone.orNull, "fixed_offset" -> w.spec.fixedZoneOffsetMicros.isDefined,
     "time_column" -> (w.timeColumn match { case a: Attribute => a.name; case e => e.sql }),
     "partition_by" -> w.partitionBy.map { case a: Attribute => a.name; case e => e.sql },
     "sources" -> w.child.collectLeaves().flatMap(tableName))
