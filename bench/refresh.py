@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench.report import rewrite_section
+from bench.report import add_output_arguments, publish, results
 from bench.windows import RESULTS_MD, machine
 from mv import progress
 
@@ -507,11 +507,12 @@ def _report(label: str, index: int, result: dict) -> None:
           f" ({result['view_rows']:,} rows)", flush=True)
 
 
-def run(rows: int, rounds: int, uniform_rounds: int) -> dict:
+def run(rows: int, rounds: int, uniform_rounds: int, shares: tuple[float, ...] = SIZES) -> dict:
     """Run the three scenarios on a ``rows``-bid source and return the results/refresh.json document.
 
-    (a) and (b) apply changes of each of SIZES; (c) applies the 1% change of (a) to a source a tenth
-    the size, its rounds interleaved with (a)'s 1% rounds so both sides meet the same machine load.
+    (a) and (b) apply changes of each of `shares` ((b) none with no `uniform_rounds`); (c) applies
+    the 1% change of (a) to a source a tenth the size, its rounds interleaved with (a)'s 1% rounds
+    so both sides meet the same machine load.
 
     Example:
         >>> run(rows=100_000, rounds=1, uniform_rounds=1)["scenarios"][0]["sizes"][1]["ratio"]
@@ -533,12 +534,12 @@ def run(rows: int, rounds: int, uniform_rounds: int) -> dict:
           flush=True)
     results, scale_small = [], []
     salt = 100
-    for scenario, count in ((RECENT, rounds), (UNIFORM, uniform_rounds)):
+    for scenario, count in [(RECENT, rounds)] + [(UNIFORM, uniform_rounds)] * bool(uniform_rounds):
         print(f"{scenario.label}", flush=True)
         setup = prepare(spark, scenario.name, big)
         small_setup = prepare(spark, "small", small) if scenario is RECENT else None
         sizes = []
-        for share in SIZES:
+        for share in shares:
             batch = Batch.of(round(rows * share), scenario.spread, pace)
             measured = []
             for index in range(count):
@@ -696,41 +697,33 @@ def _phase_table(size: dict) -> list[str]:
     return lines
 
 
-def write_results_md(results: dict, path: Path = RESULTS_MD) -> None:
-    """Rewrite this benchmark's section of RESULTS.md from `results`.
-
-    Example:
-        >>> write_results_md(json.loads(RESULTS_JSON.read_text()))
-    """
-    rewrite_section(path, "refresh", "Incremental refresh vs full refresh", markdown_table(results))
-
-
 def main(argv: list[str] | None = None) -> int:
     """The command line: run, write results/refresh.json and RESULTS.md, print the tables; 1 if the run is invalid."""
     parser = argparse.ArgumentParser(prog="python -m bench.refresh", description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, help="bids in the source (default 10,000,000)")
     parser.add_argument("--rounds", type=int, help="rounds per change size in (a) and (c) (default 3)")
-    parser.add_argument("--uniform-rounds", type=int, help="rounds per change size in (b) (default 1)")
+    parser.add_argument("--uniform-rounds", type=int, default=1, help="rounds per change size in (b); 0: no (b)")
+    parser.add_argument("--sizes", type=_shares, default=SIZES,
+                        help="change sizes, shares of the source's rows, 0.01 among them (default 0.001,0.01,0.1)")
     parser.add_argument("--quick", action="store_true", help="1,000,000 rows and 2 rounds ((b): 1)")
-    parser.add_argument("--render", action="store_true",
-                        help="only rewrite RESULTS.md from results/refresh.json")
+    add_output_arguments(parser, RESULTS_JSON)
     args = parser.parse_args(argv)
-    if args.render:
-        results = json.loads(RESULTS_JSON.read_text())
-    else:
-        rows = args.rows or (1_000_000 if args.quick else 10_000_000)
-        rounds = args.rounds or (2 if args.quick else 3)
-        try:
-            results = run(rows, rounds, args.uniform_rounds or 1)
-        except InvalidRun as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 1
-        RESULTS_JSON.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS_JSON.write_text(json.dumps(results, indent=2) + "\n")
-    write_results_md(results)
-    print(markdown_table(results))
+    if SCALE_SHARE not in args.sizes:
+        parser.error(f"--sizes must include {SCALE_SHARE}: (c) and the phase table are of that change")
+    rows = args.rows or (1_000_000 if args.quick else 10_000_000)
+    rounds = args.rounds or (2 if args.quick else 3)
+    try:
+        found = results(args, RESULTS_JSON, lambda: run(rows, rounds, args.uniform_rounds, args.sizes))
+    except InvalidRun as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    publish(args, RESULTS_JSON, RESULTS_MD, "refresh", "Incremental refresh vs full refresh", markdown_table(found))
     return 0
 
+
+def _shares(text: str) -> tuple[float, ...]:
+    """`--sizes`: "0.01,0.1" -> (0.01, 0.1)."""
+    return tuple(float(part) for part in text.split(","))
 
 if __name__ == "__main__":
     sys.exit(main())
