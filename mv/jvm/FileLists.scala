@@ -25,11 +25,11 @@ import org.apache.spark.sql.delta.actions.{AddFile, Metadata, RemoveFile}
  * time (2.9 s of a 1,000-bid refresh of bench/joins.py's `top_per_minute`, a self-join, at 1M).
  * A version is listed from the newest kept version at or below it.
  *
- * Only tables of up to MaxFiles files and SmallDeltaScans.MaxBytes bytes, without column
- * mapping, whose checksum says how many files they hold; anything else is left to Delta. A file
- * with a deletion vector is kept with it, and the scan skips its deleted rows as Delta's does. A
- * table whose id changed (replaced), a commit no longer in the log, or more than MaxCommits
- * commits to read list the table again. Paths are compared as Delta's log replay
+ * Only tables of up to MaxFiles files, of any size (the driver's work is per file), without
+ * column mapping, whose checksum says how many files they hold; anything else is left to Delta.
+ * A file with a deletion vector is kept with it, and the scan skips its deleted rows as Delta's
+ * does. A table whose id changed (replaced), a commit no longer in the log, or more than
+ * MaxCommits commits to read list the table again. Paths are compared as Delta's log replay
  * compares them (DeltaLog's path canonicalization), so a file removed by a later commit is gone
  * however its path was written.
  *
@@ -98,7 +98,7 @@ object FileLists {
 
   private def eligible(snapshot: Snapshot): Boolean =
     snapshot.version >= 0 && snapshot.metadata.columnMappingMode == NoMapping &&
-      snapshot.checksumOpt.exists(crc => crc.numFiles <= MaxFiles && crc.tableSizeBytes <= SmallDeltaScans.MaxBytes)
+      snapshot.checksumOpt.exists(_.numFiles <= MaxFiles)
 
   /** `l` brought to the snapshot's version by the commits after it; None when that cannot be done
    *  exactly (a commit missing, a change of column mapping). */
