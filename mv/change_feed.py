@@ -249,8 +249,10 @@ def _change(run: Run, source: str) -> tuple[DataFrame | None, bool]:
     appended = _appended(run, source, start, target)
     if appended is not None:
         return appended.withColumn(SIGN, F.lit(1)), True
-    frame = (run.spark.read.format("delta").option("readChangeFeed", "true")
-             .option("startingVersion", start).option("endingVersion", target).table(source))
+    frame = _partly_appended(run, source, start, target)
+    if frame is None:
+        frame = (run.spark.read.format("delta").option("readChangeFeed", "true")
+                 .option("startingVersion", start).option("endingVersion", target).table(source))
     return frame.withColumn(SIGN, F.when(F.col("_change_type").isin("insert", "update_postimage"), 1).otherwise(-1)), False
 
 
@@ -263,6 +265,21 @@ def _appended(run: Run, source: str, start: int, target: int) -> DataFrame | Non
     if source in run.updated or jvm is None:
         return None
     jdf = jvm.AppendedChanges.frame(run.spark._jsparkSession, source, start, target)
+    return DataFrame(jdf, run.spark) if jdf is not None else None
+
+
+def _partly_appended(run: Run, source: str, start: int, target: int) -> DataFrame | None:
+    """`source`'s versions `start` to `target`, some of which update or delete rows (`run.updated`),
+    with the change feed's rows and columns: the versions that only append read as the files they
+    added (`_appended`), the runs of others through the change feed (AppendedChanges.partly). None
+    when none only appends, or over Spark Connect: the change feed reads them all.
+
+    Example: versions 8 (INSERT), 9 (UPDATE) and 10 (DELETE): 8's files scanned, 9-10's change feed.
+    """
+    jvm = extension(run.spark)
+    if source not in run.updated or jvm is None:
+        return None
+    jdf = jvm.AppendedChanges.partly(run.spark._jsparkSession, source, start, target)
     return DataFrame(jdf, run.spark) if jdf is not None else None
 
 

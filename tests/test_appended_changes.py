@@ -1,7 +1,8 @@
 """A source's change that only appends rows is read as the files its commits added
 (mv/jvm/AppendedChanges.scala), not through Delta's change feed relation: the same rows and
 columns; any other change (an update, a delete, a schema change, too many commits) is left to the
-change feed.
+change feed. A change that also updates or deletes has its appending commits read as files and
+the others through the change feed (`partly`), unless a commit changes the schema.
 
 Oracle: Delta's change feed of the same versions.
 """
@@ -35,6 +36,12 @@ def append(spark, table, first, count=50):
 def appended(spark, table, first, last):
     """AppendedChanges' rows of versions `first` to `last` (None when it leaves them to the change feed)."""
     jdf = spark._jvm.io.mvengine.AppendedChanges.frame(spark._jsparkSession, table, first, last)
+    return None if jdf is None else sorted(tuple(r) for r in mv_frame(spark, jdf).drop("_commit_timestamp").collect())
+
+
+def partly(spark, table, first, last):
+    """AppendedChanges.partly's rows of versions `first` to `last` (None when it leaves them to the change feed)."""
+    jdf = spark._jvm.io.mvengine.AppendedChanges.partly(spark._jsparkSession, table, first, last)
     return None if jdf is None else sorted(tuple(r) for r in mv_frame(spark, jdf).drop("_commit_timestamp").collect())
 
 
@@ -99,6 +106,56 @@ def test_a_view_over_appends_compactions_and_corrections_equals_its_query(spark,
              lambda: append(spark, source, 300)]
     for step in steps:
         step()
+        outcome = mv.sql(spark, f"REFRESH MATERIALIZED VIEW {source}_view").first()
+        assert outcome.technique == "incremental"
+        assert sorted(map(tuple, spark.table(f"{source}_view").collect())) == sorted(
+            map(tuple, spark.sql(query).collect()))
+
+
+def test_a_change_that_also_updates_and_deletes_reads_its_appends_as_files_and_the_rest_as_the_change_feed(
+        spark, source):
+    append(spark, source, 0)
+    first = version(spark, source) + 1
+    append(spark, source, 100)
+    spark.sql(f"UPDATE {source} SET v = v + 1 WHERE k = 1")
+    spark.sql(f"DELETE FROM {source} WHERE k = 2")
+    append(spark, source, 200)
+    spark.sql(f"UPDATE {source} SET v = v + 1 WHERE k = 3")
+    last = version(spark, source)
+    rows = partly(spark, source, first, last)
+    assert rows == change_feed(spark, source, first, last)
+    assert {r[3] for r in rows} == {"insert", "update_preimage", "update_postimage", "delete"}
+    jdf = spark._jvm.io.mvengine.AppendedChanges.partly(spark._jsparkSession, source, first, last)
+    assert mv_frame(spark, jdf).columns == ["k", "v", "ts", *FEED, "_commit_timestamp"]
+
+
+@pytest.mark.parametrize("between", ["appends only", "no append", "a schema change"])
+def test_a_change_partly_appended_is_left_whole_to_the_change_feed_or_to_frame_otherwise(spark, source, between):
+    append(spark, source, 0)
+    first = version(spark, source) + 1
+    if between == "appends only":  # `frame` reads it
+        append(spark, source, 100)
+    elif between == "no append":
+        spark.sql(f"DELETE FROM {source} WHERE k = 2")
+    else:
+        append(spark, source, 100)
+        spark.sql(f"ALTER TABLE {source} ADD COLUMN extra INT")
+        spark.sql(f"DELETE FROM {source} WHERE k = 2")
+    assert partly(spark, source, first, version(spark, source)) is None
+
+
+def test_a_view_over_appends_mixed_with_updates_and_deletes_equals_its_query(spark, source):
+    query = (f"SELECT k, window_start, window_end, count(*) AS n, sum(v) AS total, max(v) AS top "
+             f"FROM TUMBLE(TABLE({source}), DESCRIPTOR(ts), INTERVAL '1' MINUTE) GROUP BY k, window_start, window_end")
+    append(spark, source, 0)
+    mv.sql(spark, f"CREATE MATERIALIZED VIEW {source}_view REFRESH POLICY INCREMENTAL AS {query}").collect()
+    for i in range(1, 4):
+        first = version(spark, source) + 1
+        append(spark, source, i * 100)
+        spark.sql(f"UPDATE {source} SET v = v + 1000, ts = ts + INTERVAL 30 SECONDS WHERE v % 11 = {i}")
+        spark.sql(f"DELETE FROM {source} WHERE v % 13 = {i}")
+        append(spark, source, i * 100 + 50)
+        assert partly(spark, source, first, version(spark, source)) is not None  # the path the refresh takes
         outcome = mv.sql(spark, f"REFRESH MATERIALIZED VIEW {source}_view").first()
         assert outcome.technique == "incremental"
         assert sorted(map(tuple, spark.table(f"{source}_view").collect())) == sorted(

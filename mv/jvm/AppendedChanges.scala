@@ -4,7 +4,7 @@ import scala.util.control.NonFatal
 
 import org.apache.spark.sql.DataFrame
 import org.apache.spark.sql.classic.SparkSession
-import org.apache.spark.sql.delta.{DeltaConfigs, DeltaLog}
+import org.apache.spark.sql.delta.{DeltaConfigs, DeltaLog, Snapshot}
 import org.apache.spark.sql.delta.actions.{Action, AddCDCFile, AddFile, CommitInfo, Metadata, Protocol, RemoveFile}
 import org.apache.spark.sql.delta.commands.cdc.CDCReader
 import org.apache.spark.sql.functions.lit
@@ -20,8 +20,13 @@ import org.apache.spark.sql.functions.lit
  * differently: no data removed, no change files, no deletion vector, no schema or protocol change,
  * the change feed on, at most MaxCommits of them, all still in the log. Anything else is None,
  * and the maintainer reads the change feed (mv/change_feed.py), which also raises its errors.
+ *
+ * A change that also updates or deletes rows (`partly`) has its appending commits read so, and
+ * each run of its other commits through the change feed: a Nexmark batch at 100M bids is one
+ * append of 1.5-2.3M rows and an UPDATE and a DELETE of 50,000-100,000 each.
  * {{{
- *   AppendedChanges.frame(spark, "bids", 8, 9)   // bids' rows added by versions 8 and 9, or null
+ *   AppendedChanges.frame(spark, "bids", 8, 9)    // bids' rows added by versions 8 and 9, or null
+ *   AppendedChanges.partly(spark, "bids", 8, 10)  // 8 appends, 9 and 10 update: 8's files + 9-10's feed
  * }}}
  */
 object AppendedChanges {
@@ -36,26 +41,69 @@ object AppendedChanges {
     }
   }
 
-  private def appended(spark: SparkSession, name: String, first: Long, last: Long): Option[DataFrame] = {
+  /** The change of versions `first` to `last` of the table `name` that also updates or deletes
+   *  rows: the versions that only append read as the files they added, each run of consecutive
+   *  others through the change feed, unioned; null when no version only appends or none does
+   *  otherwise (`frame` or the change feed read it whole), or when a commit changes the schema or
+   *  the protocol, or as for `frame`. */
+  def partly(spark: SparkSession, name: String, first: Long, last: Long): DataFrame = Maintainer.asActive(spark) {
+    try partlyAppended(spark, name, first, last).orNull
+    catch {
+      case NonFatal(_) => null  // the change feed reads it, and says what is wrong if anything is
+    }
+  }
+
+  private def appended(spark: SparkSession, name: String, first: Long, last: Long): Option[DataFrame] =
+    changed(spark, name, first, last).flatMap { case (log, snapshot, commits) =>
+      if (!commits.forall { case (_, actions) => actions.forall(onlyAppends) }) None
+      else scans(spark, log, snapshot, commits).reduceOption(_ unionByName _)  // none: no rows added
+    }
+
+  private def partlyAppended(spark: SparkSession, name: String, first: Long, last: Long): Option[DataFrame] =
+    changed(spark, name, first, last).flatMap { case (log, snapshot, commits) =>
+      val (appending, others) = commits.partition { case (_, actions) => actions.forall(onlyAppends) }
+      val reshaped = commits.exists { case (_, actions) => actions.exists(a => a.isInstanceOf[Metadata] || a.isInstanceOf[Protocol]) }
+      if (appending.isEmpty || others.isEmpty || reshaped) None
+      else {
+        val feeds = runs(others.map(_._1)).map { case (from, to) =>
+          spark.read.format("delta").option("readChangeFeed", "true")
+            .option("startingVersion", from).option("endingVersion", to).table(name)
+        }
+        Some((scans(spark, log, snapshot, appending) ++ feeds).reduce(_ unionByName _))
+      }
+    }
+
+  /** The table's log, its snapshot at `last` and the commits `first` to `last`, when there are at
+   *  most MaxCommits of them, all in the log, and the change feed is on at `last`. */
+  private def changed(spark: SparkSession, name: String, first: Long, last: Long)
+      : Option[(DeltaLog, Snapshot, Seq[(Long, Seq[Action])])] = {
     if (first > last || last - first + 1 > MaxCommits) return None
     val table = DeltaTables.catalogTable(spark, name)
     val log = DeltaLog.forTable(spark, table)
     val latest = log.update(catalogTableOpt = Some(table))
     val snapshot = if (latest.version == last) latest else log.getSnapshotAt(last, catalogTableOpt = Some(table))
     if (!DeltaConfigs.CHANGE_DATA_FEED.fromMetaData(snapshot.metadata)) return None
-    val commits = DeltaTables.commits(log, first, last).getOrElse(return None)
-    if (!commits.forall { case (_, actions) => actions.forall(onlyAppends) }) return None
-    val frames = commits.flatMap { case (version, actions) =>
-      val files = actions.collect { case a: AddFile if a.dataChange => a }
-      val at = actions.collectFirst { case c: CommitInfo => c.inCommitTimestamp.getOrElse(c.timestamp.getTime) }
-      if (files.isEmpty) None
-      else Some(SmallDeltaScans.frame(spark, log, snapshot, files)
-        .withColumn(CDCReader.CDC_TYPE_COLUMN_NAME, lit(CDCReader.CDC_TYPE_INSERT))
-        .withColumn(CDCReader.CDC_COMMIT_VERSION, lit(version))
-        .withColumn(CDCReader.CDC_COMMIT_TIMESTAMP, lit(new java.sql.Timestamp(at.getOrElse(0L)))))
-    }
-    frames.reduceOption(_ unionByName _)  // none: no rows added, which the change feed says as cheaply
+    DeltaTables.commits(log, first, last).map(commits => (log, snapshot, commits))
   }
+
+  /** The rows each commit of `commits` added, as the change feed's inserts: a scan of its files. */
+  private def scans(spark: SparkSession, log: DeltaLog, snapshot: Snapshot, commits: Seq[(Long, Seq[Action])])
+      : Seq[DataFrame] = commits.flatMap { case (version, actions) =>
+    val files = actions.collect { case a: AddFile if a.dataChange => a }
+    val at = actions.collectFirst { case c: CommitInfo => c.inCommitTimestamp.getOrElse(c.timestamp.getTime) }
+    if (files.isEmpty) None
+    else Some(SmallDeltaScans.frame(spark, log, snapshot, files)
+      .withColumn(CDCReader.CDC_TYPE_COLUMN_NAME, lit(CDCReader.CDC_TYPE_INSERT))
+      .withColumn(CDCReader.CDC_COMMIT_VERSION, lit(version))
+      .withColumn(CDCReader.CDC_COMMIT_TIMESTAMP, lit(new java.sql.Timestamp(at.getOrElse(0L)))))
+  }
+
+  /** Ascending `versions` as runs of consecutive ones: 3, 4, 6 -> (3, 4), (6, 6). */
+  private def runs(versions: Seq[Long]): Seq[(Long, Long)] =
+    versions.foldLeft(List.empty[(Long, Long)]) {
+      case ((from, to) :: rest, v) if v == to + 1 => (from, v) :: rest
+      case (done, v) => (v, v) :: done
+    }.reverse
 
   /** Whether the change feed reads this action of a commit as its added rows or not at all. */
   private def onlyAppends(action: Action): Boolean = action match {
