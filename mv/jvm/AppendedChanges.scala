@@ -62,7 +62,9 @@ object AppendedChanges {
   private def partlyAppended(spark: SparkSession, name: String, first: Long, last: Long): Option[DataFrame] =
     changed(spark, name, first, last).flatMap { case (log, snapshot, commits) =>
       val (appending, others) = commits.partition { case (_, actions) => actions.forall(onlyAppends) }
-      val reshaped = commits.exists { case (_, actions) => actions.exists(a => a.isInstanceOf[Metadata] || a.isInstanceOf[Protocol]) }
+      val reshaped = commits.exists { case (_, actions) =>
+        actions.exists(a => a.isInstanceOf[Metadata] || a.isInstanceOf[Protocol])
+      }
       if (appending.isEmpty || others.isEmpty || reshaped) None
       else {
         val feeds = runs(others.map(_._1)).map { case (from, to) =>
