@@ -163,7 +163,7 @@ def read(run: Run) -> dict[str, DataFrame]:
 
 
 def _read_again(run: Run) -> bool:
-    """Whether a change that only appends (`_appended`: a scan of the files it added) is read again
+    """Whether a change that only appends (`_scanned`: a scan of the files it added) is read again
     by each step of the refresh rather than cached: under a view refreshed window by window
     (plan.by_windows), from READ_AGAIN_FROM_BYTES of change. The scan costs less than building the
     cache there (measured from 250,000 rows, about 3 MB); smaller changes, and the other shapes,
@@ -242,44 +242,33 @@ def _signed(run: Run, source: str) -> DataFrame | None:
 
 
 def _change(run: Run, source: str) -> tuple[DataFrame | None, bool]:
-    """`_signed`'s change, and whether it is read as the files its versions added (`_appended`)."""
+    """`_signed`'s change, and whether it is read as the files its versions added (`_scanned`)."""
     start, target = run.previous.sources.get(source, -1) + 1, run.targets[source]
     if start > target:
         return None, False
-    appended = _appended(run, source, start, target)
-    if appended is not None:
-        return appended.withColumn(SIGN, F.lit(1)), True
-    frame = _partly_appended(run, source, start, target)
+    appends_only = source not in run.updated
+    frame = _scanned(run, source, start, target, appends_only)
+    if frame is not None and appends_only:
+        return frame.withColumn(SIGN, F.lit(1)), True
     if frame is None:
         frame = (run.spark.read.format("delta").option("readChangeFeed", "true")
                  .option("startingVersion", start).option("endingVersion", target).table(source))
     return frame.withColumn(SIGN, F.when(F.col("_change_type").isin("insert", "update_postimage"), 1).otherwise(-1)), False
 
 
-def _appended(run: Run, source: str, start: int, target: int) -> DataFrame | None:
-    """`source`'s versions `start` to `target` as the files they added, when they only append
-    rows (mv/jvm/AppendedChanges.scala): the change feed's rows and columns, read as a scan, not
-    through the change feed's relation (half the time for a 500,000-row append). None otherwise,
-    and over Spark Connect, where the change feed is read."""
+def _scanned(run: Run, source: str, start: int, target: int, appends_only: bool) -> DataFrame | None:
+    """`source`'s versions `start` to `target` with the change feed's rows and columns, those that
+    only append read as the files they added, not through the change feed's relation (half the
+    time for a 500,000-row append; mv/jvm/AppendedChanges.scala): all of them when the change
+    `appends_only` (`frame`), else each run of the others through the change feed (`partly`:
+    versions 8 INSERT, 9 UPDATE, 10 DELETE: 8's files scanned, 9-10's change feed). None when that
+    does not apply (another action, a schema change, no appending version), and over Spark
+    Connect: the change feed reads them all."""
     jvm = extension(run.spark)
-    if source in run.updated or jvm is None:
+    if jvm is None:
         return None
-    jdf = jvm.AppendedChanges.frame(run.spark._jsparkSession, source, start, target)
-    return DataFrame(jdf, run.spark) if jdf is not None else None
-
-
-def _partly_appended(run: Run, source: str, start: int, target: int) -> DataFrame | None:
-    """`source`'s versions `start` to `target`, some of which update or delete rows (`run.updated`),
-    with the change feed's rows and columns: the versions that only append read as the files they
-    added (`_appended`), the runs of others through the change feed (AppendedChanges.partly). None
-    when none only appends, or over Spark Connect: the change feed reads them all.
-
-    Example: versions 8 (INSERT), 9 (UPDATE) and 10 (DELETE): 8's files scanned, 9-10's change feed.
-    """
-    jvm = extension(run.spark)
-    if source not in run.updated or jvm is None:
-        return None
-    jdf = jvm.AppendedChanges.partly(run.spark._jsparkSession, source, start, target)
+    read = jvm.AppendedChanges.frame if appends_only else jvm.AppendedChanges.partly
+    jdf = read(run.spark._jsparkSession, source, start, target)
     return DataFrame(jdf, run.spark) if jdf is not None else None
 
 
