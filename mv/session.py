@@ -16,9 +16,10 @@ import logging
 import os
 import sys
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
-from mv import config, jars, maintainer
+from mv import class_archive, config, jars, maintainer
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -91,6 +92,10 @@ def session(master: str | None = None, conf: dict[str, str] | None = None,
     settings = {**config.spark_defaults(), **(conf or {})}
     if master:
         settings["spark.master"] = master
+    archive = class_archive.java_options()
+    if archive and SparkContext._active_spark_context is None:  # a JVM's options count only at its start
+        java = "spark.driver.extraJavaOptions"
+        settings[java] = f"{settings.get(java, '')} {archive}".strip()
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = maintainer.attach(configure(builder).getOrCreate())
