@@ -294,7 +294,9 @@ def schedule(text: str, reason: str) -> MvError:
 
 def metastore_in_use(home: str) -> MvError:
     return MvError("MV_METASTORE_IN_USE",
-                   f"The local metastore in {home} is open in another process (a running mv scheduler, "
-                   "a notebook or a test).",
-                   "Stop that process, set MV_HOME to another folder, or configure a shared metastore.",
+                   f"The local metastore in {home} is open in another process (a running mv scheduler or "
+                   "Connect server, a notebook or a test).",
+                   "Stop that process; if it is a Connect server (python -m mv.connect_server), run this as its "
+                   "client: SPARK_REMOTE=sc://localhost:15002 (its URL); or set MV_HOME to another folder, or "
+                   "configure a shared metastore.",
                    home=home)

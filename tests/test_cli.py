@@ -462,6 +462,25 @@ def test_the_installed_command_fails_with_one_error_line_and_exit_code_1_never_a
     assert lines[1:] == ["== SQL (line 1, position 8) ==", "SELECT 10 DIV (id - 1) FROM range(3)", " " * 7 + "^" * 15]
 
 
+@pytest.mark.slow  # two processes of their own: make test-slow
+def test_a_second_process_on_the_same_home_is_told_the_metastore_is_in_use_and_how_to_share_it(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time, mv; spark = mv.session(); spark.catalog.databaseExists('default'); "
+        "print('open', flush=True); time.sleep(300)")], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        text=True, env={**os.environ, "MV_HOME": str(tmp_path / "mv_home")})
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        done = mv_process("ls", tmp_path=tmp_path)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert done.returncode == 1 and done.stdout == ""
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("WARNING: Using incubator")]
+    assert lines[0].startswith("error [MV_METASTORE_IN_USE]: ") and str(tmp_path / "mv_home") in lines[0]
+    assert "SPARK_REMOTE=sc://" in done.stderr  # the way to share it with a running Connect server
+    assert not any(line.startswith("\tat ") for line in lines)
+
+
 @pytest.mark.slow  # a process of its own: make test-slow
 def test_the_installed_command_plans_a_deploy_of_the_repositorys_catalog(tmp_path):
     done = mv_process("deploy", "catalog", "--plan", tmp_path=tmp_path)
