@@ -64,7 +64,8 @@ def run(rows: int, rounds: int) -> dict:
             found[way].append(_refresh(env | {"MV_CLASS_ARCHIVE": "0" if way == "cold" else "1"}))
             print(way, found[way][-1], flush=True)
     found["server"], where = _through_server(env, rows, rounds, salt)
-    return {"rows": rows, "rounds": rounds, "date": time.strftime("%Y-%m-%d"), "archive": class_archive.path().is_file(), "machine": where,
+    return {"rows": rows, "rounds": rounds, "date": time.strftime("%Y-%m-%d"),
+            "archive": class_archive.path().is_file(), "machine": where,
             "ways": {way: {"rounds": r, "wall_s": _median(r, "wall_s"), "refresh_s": _median(r, "refresh_s")}
                      for way, r in found.items()}}
 

@@ -3,11 +3,12 @@ extension), kept once in a class-data-sharing archive so that each new embedded 
 instead of finding, parsing and verifying 20,000-30,000 classes again.
 
 A process that starts, refreshes once and stops (`mv refresh` from cron, any CLI command) spent a
-third of its time loading classes: at 10M rows, a 1% change's `mv refresh` took 24 s cold against
-3.4 s in a warm process, 9.4 s of it in class loading (bench/RESULTS.md, "A refresh in a new
-process"). The archive is made once (`make setup`, or `class_archive.main()`) by a short
-workload in a throwaway home whose JVM writes what it loaded when it exits (Java's dynamic archive,
-`-XX:ArchiveClassesAtExit`); `mv.session()` then starts its JVM with `-XX:SharedArchiveFile`.
+third of its time loading classes: at 10M rows, a 1% change's `mv refresh` took 28.6 s from start
+to exit (the statement 16.9 s, against 3.6 s in a warm process), 9.4 s of it in class loading;
+21.1 s from the archive (bench/RESULTS.md, "A refresh in a new process"). The archive is made
+once (`make setup`, or `class_archive.main()`) by a short workload in a throwaway home whose JVM
+writes what it loaded when it exits (Java's dynamic archive, `-XX:ArchiveClassesAtExit`);
+`mv.session()` then starts its JVM with `-XX:SharedArchiveFile`.
 The archive is named for what it must match: the java binary, pyspark's jars, Spark's conf folder,
 Delta's and the extension's jars; another combination has no archive and starts as before.
 A JVM that cannot use an archive ignores it, silently: the archive only makes a start faster.
@@ -37,9 +38,12 @@ QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 KEPT = 3
 # The workload that makes the archive: about a minute, a JVM's start and exit included.
 TRAIN_TIMEOUT_S = 600
+# How a process runs this module's main (not `python -m`, which finds it already imported by mv).
+ENTRY = "from mv import class_archive; raise SystemExit(class_archive.main())"
 
 
 def enabled() -> bool:
+    """False when MV_CLASS_ARCHIVE=0: sessions start without the archive, and none is made."""
     return os.environ.get("MV_CLASS_ARCHIVE", "1") != "0"
 
 
@@ -76,9 +80,8 @@ def build(force: bool = False) -> Path | None:
         env = {**os.environ, "MV_HOME": str(Path(home) / "home"), "MV_CLASS_ARCHIVE": "0"}
         env.pop("SPARK_REMOTE", None)
         started = time.monotonic()
-        child = subprocess.run([sys.executable, "-c", "from mv import class_archive; raise SystemExit(class_archive.main())",
-                                "--train", str(partial)], env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=TRAIN_TIMEOUT_S)
+        child = subprocess.run([sys.executable, "-c", ENTRY, "--train", str(partial)], env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=TRAIN_TIMEOUT_S)
         if child.returncode != 0 or not partial.exists() or partial.stat().st_size == 0:
             print(f"class archive not made (exit {child.returncode}); sessions start without one:\n"
                   f"{child.stdout[-2000:]}", file=sys.stderr)
