@@ -92,8 +92,8 @@ def session(master: str | None = None, conf: dict[str, str] | None = None,
     settings = {**config.spark_defaults(), **(conf or {})}
     if master:
         settings["spark.master"] = master
-    archive = class_archive.java_options()
-    if archive and SparkContext._active_spark_context is None:  # a JVM's options count only at its start
+    archive = class_archive.java_options() if SparkContext._active_spark_context is None else ""
+    if archive:  # looked up only when a JVM is to start: its options count only then
         java = "spark.driver.extraJavaOptions"
         settings[java] = f"{settings.get(java, '')} {archive}".strip()
     for key, value in settings.items():
