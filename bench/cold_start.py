@@ -30,6 +30,7 @@ from pathlib import Path
 from bench import refresh as R
 from bench.report import add_output_arguments, publish, results
 from bench.windows import RESULTS_MD, machine
+import mv
 from mv import class_archive
 
 MV_HOME = R.DATA_DIR / "mv_home_cold_start"
@@ -77,7 +78,6 @@ def _through_server(env: dict, rows: int, rounds: int, salt: int) -> tuple[list[
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         server.stdout.readline()  # its URL, once it accepts connections
-        import mv
         spark = mv.session(remote=f"sc://localhost:{PORT}")
         batch = R.Batch.of(round(rows * 0.01), "recent", rows / R.SPAN_US)
         refreshed = []
