@@ -9,8 +9,11 @@ to exit (the statement 16.9 s, against 3.6 s in a warm process), 9.4 s of it in 
 once (`make setup`, or `class_archive.main()`) by a short workload in a throwaway home whose JVM
 writes what it loaded when it exits (Java's dynamic archive, `-XX:ArchiveClassesAtExit`);
 `mv.session()` then starts its JVM with `-XX:SharedArchiveFile`.
-The archive is named for what it must match: the java binary, pyspark's jars, Spark's conf folder,
-Delta's and the extension's jars; another combination has no archive and starts as before.
+The archive is named for what it must match: the java binary, pyspark's jars (their folder,
+names, sizes and times: the JVM checks the class path it recorded), Spark's conf folder, Delta's
+and the extension's jars; another combination has no archive and starts as before. (Named without
+the folder, a second checkout's virtual environment found the first one's archive, which its JVM
+refused: CI's clean clone beside a working copy, at stop 68.)
 A JVM that cannot use an archive ignores it, silently: the archive only makes a start faster.
 MV_CLASS_ARCHIVE=0 leaves it out.
 
@@ -51,10 +54,15 @@ def path() -> Path:
     """Where the archive for this java, this pyspark and these jars is (or would be)."""
     digest = hashlib.sha256()
     java = shutil.which(jars._java()) or jars._java()
-    parts = [os.path.realpath(java), os.environ.get("SPARK_CONF_DIR", ""), str(jars.extension_jar_path())]
+    parts = [os.path.realpath(java), os.environ.get("SPARK_CONF_DIR", ""), os.environ.get("SPARK_HOME", ""),
+             str(jars.extension_jar_path())]
     parts += [str(j) for j in jars.delta_jars(fetch=False) or []]
+    # The JVM's class path, as the archive recorded it: pyspark's jars by their folder (another
+    # virtual environment's, with the same jars, is another class path) and by name, size and time
+    # (the JVM refuses an archive whose jars changed).
+    parts.append(str(jars.pyspark_jars_dir()))
     for jar in sorted(jars.pyspark_jars_dir().glob("*.jar")):
-        parts.append(f"{jar.name}:{jar.stat().st_size}")
+        parts.append(f"{jar.name}:{jar.stat().st_size}:{jar.stat().st_mtime_ns}")
     digest.update("\n".join(parts).encode())
     return config.cache_dir() / "classes" / f"classes-{digest.hexdigest()[:16]}.jsa"
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 import textwrap
 
-from mv import class_archive, config
+from mv import class_archive, config, jars
 
 
 def test_make_setup_made_the_archive_for_this_java_and_these_jars():
@@ -17,7 +17,7 @@ def test_make_setup_made_the_archive_for_this_java_and_these_jars():
 def test_a_new_session_maps_its_classes_from_the_archive(tmp_path):
     loaded = _classes_loaded_by_a_new_session(tmp_path)
     from_archive = [line for line in loaded if "source: shared objects file (top)" in line]
-    assert len(from_archive) > 5_000, loaded[:20]
+    assert len(from_archive) > 5_000, (tmp_path / "cds.log").read_text()[-3000:]  # why the JVM refused it
     assert any("io.delta." in line for line in from_archive)  # Delta's jar too, not only Spark's
 
 
@@ -26,6 +26,19 @@ def test_the_archive_is_named_for_what_it_must_match(monkeypatch, tmp_path):
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
     assert class_archive.path() != here
     assert class_archive.java_options() == ""  # no archive for that conf folder: a plain start
+
+
+def test_another_virtual_environment_with_the_same_jars_has_an_archive_of_its_own(monkeypatch, tmp_path):
+    """The JVM refuses an archive made with another class path: a second checkout's environment
+    (CI's clean clone beside a working copy, one cache folder) must not find the first one's."""
+    here = class_archive.path()
+    for jar in jars.pyspark_jars_dir().glob("*.jar"):  # the same names, sizes and times in another folder
+        twin = tmp_path / jar.name
+        twin.touch()
+        os.truncate(twin, jar.stat().st_size)
+        os.utime(twin, ns=(jar.stat().st_atime_ns, jar.stat().st_mtime_ns))
+    monkeypatch.setattr(jars, "pyspark_jars_dir", lambda: tmp_path)
+    assert class_archive.path() != here
 
 
 def test_java_options_name_the_archive_and_keep_the_jvm_quiet_about_it(monkeypatch):
@@ -37,13 +50,14 @@ def test_java_options_name_the_archive_and_keep_the_jvm_quiet_about_it(monkeypat
 
 
 def _classes_loaded_by_a_new_session(tmp_path) -> list[str]:
-    """The JVM's class-loading log of a session started in a new process by mv.session()."""
-    log = tmp_path / "classes.log"
+    """The JVM's class-loading log of a session started in a new process by mv.session() (and its
+    log of the archive, cds.log, which says why it refused one)."""
+    log, cds = tmp_path / "classes.log", tmp_path / "cds.log"
     script = textwrap.dedent(f"""
         import mv
         from mv import config
         java = config.spark_defaults().get("spark.driver.extraJavaOptions", "")
-        spark = mv.session(conf={{"spark.driver.extraJavaOptions": java + " -Xlog:class+load=info:file={log}"}})
+        spark = mv.session(conf={{"spark.driver.extraJavaOptions": java + " -Xlog:class+load=info:file={log} -Xlog:cds=info,cds+dynamic=info:file={cds}"}})
         assert spark.sql("SELECT 1").first()[0] == 1
     """)
     home = tmp_path / "home"
