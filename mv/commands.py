@@ -18,7 +18,7 @@ from typing import Iterator
 from pyspark.sql import DataFrame, SparkSession
 
 from mv import (catalog, delta_tables, errors, estimate, history, internal_columns, maintainer, plan, refresh,
-                schedule, statements)
+                schedule, statements, strategies)
 from mv.catalog import View
 from mv.combine import combinable_by_terms
 from mv.names import TableName
@@ -326,7 +326,9 @@ def explain(spark: SparkSession, statement: Explain) -> list[tuple]:
     if weighed is not None and weighed.switches and view.definition.policy == "AUTO":
         chosen = plan.Plan("full", "FULL_CHEAPER")
     unweighed = "none: nothing to weigh (no pending change, a full refresh, or not a window query)"
+    strategy = strategies.described(info, plan.kept_incrementally(view, info, chosen))
     return [("technique", chosen.technique), ("reason", chosen.reason), ("shape", info.shape),
+            ("strategy", strategy),
             ("sources", ", ".join(info.source_tables)), ("row_key", ", ".join(info.group_by or info.partition_by or [])),
             ("estimate", weighed.describe() if weighed else unweighed)] + _last_refresh(spark, view, previous) \
         + _terms(info) + _operators(info) + deploy

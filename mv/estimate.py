@@ -255,20 +255,24 @@ def hindsight(technique: str, reason: str, duration_s: float, incremental_s: flo
     return f"{ran}; estimated {side('incremental', incremental_s)}, {side('full', full_s)}"
 
 
-class FullCheaper(Exception):
-    """Raised by an incremental refresh whose estimate says a full refresh costs less (AUTO only)."""
+@dataclass(frozen=True)
+class Stopped:
+    """An incremental refresh stopped at its estimate, before writing the view: the answer EXPLAIN
+    asked for (`Run.dry`; None when the change has nothing to weigh), or, under REFRESH POLICY
+    AUTO, a full refresh that costs less (FULL_CHEAPER), which the refresh then runs instead. A
+    strategy returns it in place of its `writes.Recomputed` (mv/strategies.py).
 
-    def __init__(self, estimate: Estimate):
-        super().__init__(estimate.describe())
-        self.estimate = estimate
+    Example:
+        >>> Stopped(found).estimate.describe()
+        'incremental 120.0 MB (about 4.1 s), full 310.4 MB (about 3.6 s): full is cheaper'
+    """
+    estimate: Estimate | None
 
 
-class Estimated(Exception):
-    """Raised instead of writing, when the refresh was asked only for its estimate (EXPLAIN)."""
-
-    def __init__(self, estimate: Estimate | None):
-        super().__init__(estimate.describe() if estimate else "no estimate")
-        self.estimate = estimate
+def stops(dry: bool, found: Estimate | None) -> Stopped | None:
+    """Where a strategy's estimate `found` stops its refresh: always when it was asked only for the
+    estimate (`dry`, EXPLAIN), else when a full refresh costs less; None to go on."""
+    return Stopped(found) if dry or (found is not None and found.switches) else None
 
 
 def weigh(incremental_bytes: int, full_bytes: int, past: list[Past], min_work: int = MIN_WORK,

@@ -3,7 +3,7 @@ keeping the rows' identity (so the view's change feed stays exact) and, under a 
 leaving final windows as they are.
 
 Example:
-    >>> state = full_refresh.full(run)
+    >>> full_refresh.full(run)   # Recomputed(state, write)
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from mv.state import RefreshState
 # every row is compared with the query, final windows included (`exact`).
 REPAIRS = ("REQUESTED_FULL", "VIEW_CHANGED_OUTSIDE", "STATE_LOST", "QUERY_DEFINITION_CHANGED")
 
-def full(run: Run) -> tuple[RefreshState, writes.Write]:
+def full(run: Run) -> writes.Recomputed:
     """Recompute everything but final windows; the view keeps its rows' identity (MERGE), so its
     change feed stays exact. The watermark carries on from the previous refresh: it never goes back,
     and windows it made final keep their rows (their late changes are in __late). Under EMIT ON
@@ -62,8 +62,8 @@ def full(run: Run) -> tuple[RefreshState, writes.Write]:
     kept = None
     if run.open_state is not None:  # the windows held back, kept for the next refresh
         kept = open_windows.rebuilt(run, new_wm + 1 if new_wm is not None else -INFINITY, query)
-    return RefreshState(run.outcome.refresh_id, dict(run.targets), max_event, new_wm, open_from=open_from,
-                        open_id=kept), write
+    return writes.Recomputed(RefreshState(run.outcome.refresh_id, dict(run.targets), max_event, new_wm,
+                                          open_from=open_from, open_id=kept), write)
 
 
 def _with_final_windows(run: Run, recomputed: DataFrame, keep_final: str | None) -> DataFrame:

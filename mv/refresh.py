@@ -30,10 +30,10 @@ from typing import Iterator
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
-from mv import catalog, change_feed, delta_tables, errors, estimate, full_refresh, progress, session_refresh
-from mv import internal_columns, open_windows, row_refresh, snapshots
-from mv import watermark, window_refresh, writes
+from mv import catalog, change_feed, delta_tables, errors, estimate, full_refresh, progress, snapshots
+from mv import internal_columns, open_windows, strategies, watermark, window_refresh, writes
 from mv.catalog import View
+from mv.estimate import Stopped
 from mv.history import pinned_targets
 from mv.plan import Plan, by_windows, kept_incrementally, plan, weighed
 from mv.query import QueryInfo, describe, sql_string
@@ -41,7 +41,8 @@ from mv.run import Outcome, Run, clock_closes, known_dearer, seen_at
 from mv.settings import session_settings
 from mv.state import READ_VERSION_PROPERTY, REFRESH_ID_PROPERTY, STATE_PROPERTY, USER_METADATA, RefreshState, Stored
 from mv.state import stored
-from mv.writes import Write
+from mv.strategies import Step
+from mv.writes import Recomputed, Write
 
 
 def refresh(spark: SparkSession, name: str, full: bool = False,
@@ -84,11 +85,17 @@ def estimated(spark: SparkSession, name: str) -> estimate.Estimate | None:
     """
     view = catalog.require(spark, name)
     with _own_session(spark, view) as work:
+        run = _prepared(work, view, _describe(work, view), False, dry=True)
+        if isinstance(run, Outcome):  # nothing changed: nothing to weigh
+            return None
+        if run.outcome.technique != "incremental":
+            return run.upfront
         try:
-            _refresh(work, view, _describe(work, view), False, dry=True)
-        except estimate.Estimated as e:
-            return e.estimate
-    return None
+            step = _recomputed(run)
+        finally:
+            for frame in run.cached:
+                frame.unpersist()
+    return step.estimate if isinstance(step, Stopped) else None
 
 
 def _idle(spark: SparkSession, view: View) -> tuple[Outcome | None, dict[str, delta_tables.Table]]:
@@ -181,8 +188,49 @@ def _describe(spark: SparkSession, view: View) -> QueryInfo:
     return info
 
 
-def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: bool = False,
+def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool,
              looked_up: dict[str, delta_tables.Table] | None = None) -> Outcome:
+    """The refresh of `view` (its query described as `info`), incremental unless `full` or its plan
+    says otherwise: recomputed (`_recomputed`), then committed with its new state."""
+    run = _prepared(spark, view, info, full, looked_up=looked_up)
+    if isinstance(run, Outcome):  # no source moved: nothing to commit
+        return run
+    view, outcome, started = run.view, run.outcome, run.outcome.started_at
+    # A view too large for its checksum to list its files has them listed in the background meanwhile,
+    # for the merge; a small view's files are read from its checksum without a Spark job.
+    with snapshots.warming(spark, [] if run.view_small else [view.name]):
+        try:
+            step = _recomputed(run)
+            new_state = replace(step.state, source_ids=run.source_ids, source_schemas=run.source_schemas,
+                                views_fingerprint=info.views_fingerprint,
+                                incremental=kept_incrementally(view, info, Plan(outcome.technique, outcome.reason)),
+                                event_time_seen_at=seen_at(run, step.state.max_event_time))
+            outcome.watermark = new_state.watermark
+            outcome.duration_s = round(time.time() - started, 3)
+            new_state = replace(new_state, metrics=_metrics(outcome), recent=estimate.recent(
+                estimate.past(spark, view.name, run.previous, run.previous_end) if run.previous else [],
+                outcome.technique, outcome.work_bytes, outcome.duration_s, outcome.reason, run.retracts,
+                run.switched_s, run.near_full, cold=outcome.technique == "incremental"
+                and not estimate.runs_warm(spark, view.name, outcome.technique)))
+            progress.phase(view.name, "merging")
+            outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = _commit(run, new_state, step.write)
+            estimate.warmed(spark, view.name, outcome.technique)
+        finally:
+            beside = run.waited()  # the open-window table's commit, run beside the view's (open_windows.replace)
+            for frame in run.cached:
+                frame.unpersist()
+    if beside is not None:
+        raise beside
+    progress.checkpoint("committed")
+    outcome.duration_s = round(time.time() - started, 3)  # the statement's, its commit included
+    return outcome
+
+
+def _prepared(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: bool = False,
+              looked_up: dict[str, delta_tables.Table] | None = None) -> Run | Outcome:
+    """The refresh about to recompute: its plan (incremental or full, and why), the versions it
+    reads to, AUTO's estimate before reading the change (`Run.upfront`); or the outcome NO_CHANGES
+    when no source moved. `dry`: only for EXPLAIN's estimate (`estimated`)."""
     started = time.time()
     progress.phase(view.name, "planning")
     found = stored(spark, view.name, view.properties, view.table.version if view.table else None)
@@ -231,49 +279,28 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: 
               open_state=open_windows.kept(view, info, previous, tables.get(view.open_table)),
               late_exists=tables[view.late_table].exists, replaces_schema=replaces_schema,
               source_schemas={s: types for s in info.source_tables if (types := tables[s].column_types)},
-              previous_end=previous_end, updated=updated,
+              previous_end=previous_end, updated=updated, upfront=upfront, retracts=retracts,
+              view_small=tables[view.name].small,
               near_full=upfront is not None and chosen.reason == estimate.FULL_CHEAPER and upfront.unmeasured_near_full)
-    # A view too large for its checksum to list its files has them listed in the background meanwhile,
-    # for the merge; a small view's files are read from its checksum without a Spark job.
-    with snapshots.warming(spark, [] if tables[view.name].small else [view.name]):
-        try:
-            new_state, write = _recomputed(run, chosen.technique)
-            if dry:  # the refresh's shape has no estimate (estimate.Estimated was not raised)
-                raise estimate.Estimated(None)
-            new_state = replace(new_state, source_ids=run.source_ids, source_schemas=run.source_schemas,
-                                views_fingerprint=info.views_fingerprint,
-                                incremental=kept_incrementally(view, info, chosen),
-                                event_time_seen_at=seen_at(run, new_state.max_event_time))
-            outcome.watermark = new_state.watermark
-            outcome.duration_s = round(time.time() - started, 3)
-            new_state = replace(new_state, metrics=_metrics(outcome), recent=estimate.recent(
-                estimate.past(spark, view.name, previous, run.previous_end) if previous else [],
-                outcome.technique, outcome.work_bytes, outcome.duration_s, outcome.reason, retracts, run.switched_s,
-                run.near_full, cold=outcome.technique == "incremental"
-                and not estimate.runs_warm(spark, view.name, outcome.technique)))
-            progress.phase(view.name, "merging")
-            outcome.rows_inserted, outcome.rows_updated, outcome.rows_deleted = _commit(run, new_state, write)
-            estimate.warmed(spark, view.name, outcome.technique)
-        finally:
-            beside = run.waited()  # the open-window table's commit, run beside the view's (open_windows.replace)
-            for frame in run.cached:
-                frame.unpersist()
-    if beside is not None:
-        raise beside
-    progress.checkpoint("committed")
-    outcome.duration_s = round(time.time() - started, 3)  # the statement's, its commit included
-    return outcome
+    return run
 
 
-def _recomputed(run: Run, technique: str) -> tuple[RefreshState, Write]:
+def _recomputed(run: Run) -> Step:
     """The state the refresh brings the view to, and how its new rows go into it: from the
-    changes when `technique` says so and the change feed allows, else in full."""
+    changes when its technique says so and the change feed allows, else in full. An incremental
+    strategy that stops at its estimate (estimate.Stopped) is EXPLAIN's answer (`run.dry`), or
+    under AUTO a full refresh that costs less, run instead (FULL_CHEAPER)."""
     outcome, view = run.outcome, run.view
-    if technique != "incremental":
+    if outcome.technique != "incremental":
         return _full(run)
     progress.phase(view.name, "reading changes")
     try:
-        return _incremental(run)
+        step = _incremental(run)
+        if isinstance(step, Recomputed) or run.dry:
+            return step
+        outcome.technique, outcome.reason, outcome.work_bytes = "full", estimate.FULL_CHEAPER, step.estimate.full_bytes
+        run.switched_s = round(time.time() - outcome.started_at, 3)
+        run.near_full = step.estimate.unmeasured_near_full
     except change_feed.ChangeFeedGone as gone:
         if view.definition.policy != "AUTO":
             raise errors.change_feed_gone(view.name, gone.source, gone.version) from None
@@ -284,14 +311,10 @@ def _recomputed(run: Run, technique: str) -> tuple[RefreshState, Write]:
         outcome.technique, outcome.reason = "full", "SOURCE_SCHEMA_CHANGED"
     except change_feed.SourceReplaced:
         outcome.technique, outcome.reason = "full", "SOURCE_REPLACED"  # dropped and created again
-    except estimate.FullCheaper as cheaper:  # AUTO: the estimate says a full refresh costs less
-        outcome.technique, outcome.reason, outcome.work_bytes = "full", estimate.FULL_CHEAPER, cheaper.estimate.full_bytes
-        run.switched_s = round(time.time() - outcome.started_at, 3)
-        run.near_full = cheaper.estimate.unmeasured_near_full
-    return _full(run)
+    return _full(run) if not run.dry else Stopped(None)  # EXPLAIN: nothing to weigh
 
 
-def _full(run: Run) -> tuple[RefreshState, Write]:
+def _full(run: Run) -> Recomputed:
     """The full refresh, its work recorded for later estimates (mv/estimate.py) unless an estimate
     already planned it."""
     progress.phase(run.view.name, "recomputing")
@@ -336,7 +359,7 @@ def _weighed_before_reading(spark: SparkSession, view: View, info: QueryInfo, si
     and neither under a watermark, whose late rows must reach `<view>__late` first: such a view
     asks its kind when its change is about to be read (window_refresh.full_ahead, which then reads
     only the late rows) or once it is read (run.known_dearer: sessions, and every view again).
-    EXPLAIN (`dry`) stops here when the refresh will not be incremental."""
+    EXPLAIN (`dry`) stops after it when the refresh will not be incremental (`estimated`)."""
     auto = view.definition.policy == "AUTO"
     upfront = None
     if chosen.technique == "incremental" and (dry or auto) and not view.definition.watermark_column:
@@ -346,8 +369,6 @@ def _weighed_before_reading(spark: SparkSession, view: View, info: QueryInfo, si
                                                    over_appends=over)
     if upfront is not None and upfront.switches and auto:
         chosen = Plan("full", estimate.FULL_CHEAPER)
-    if dry and chosen.technique != "incremental":
-        raise estimate.Estimated(upfront)
     return chosen, upfront
 
 
@@ -399,20 +420,19 @@ def _commit(run: Run, new_state: RefreshState, write: Write) -> tuple[int, int, 
     return row.num_inserted_rows, row.num_updated_rows, row.num_deleted_rows
 
 
-def _incremental(run: Run) -> tuple[RefreshState, Write]:
-    """The refresh from the sources' changes, by the strategy the query's shape calls for."""
+def _incremental(run: Run) -> Step:
+    """The refresh from the sources' changes, by the strategy the query's shape calls for
+    (mv/strategies.py); a Stopped when it stops at its estimate first."""
     previous = run.previous
     windows = by_windows(run.info)
     try:  # the first read of the change feed: the touched windows, or a count
         if windows and (ahead := window_refresh.full_ahead(run)) is not None:  # its late rows written
-            raise estimate.FullCheaper(ahead)
+            return Stopped(ahead)
         changes = change_feed.read(run)  # its caches go to run.cached: the MERGE, run at commit, still reads them
         views = {source: run.temp_view(frame, f"changes_{i}") for i, (source, frame) in enumerate(changes.items())}
         first = window_refresh.touched(run, views) if windows and views else None
         signs = {source: change_feed.signs(frame) for source, frame in changes.items()} if not first else {}
         run.outcome.rows_read = first.rows_read if first else sum(sum(s.values()) for s in signs.values())
-    except (estimate.FullCheaper, estimate.Estimated):
-        raise
     except Exception as e:  # noqa: BLE001 - Delta reports a lost change feed in several ways
         change_feed.check_sources(run)  # a source created again has no change feed from where the view left off
         source = next((s for s, v in run.targets.items() if previous.sources.get(s, -1) < v), None)
@@ -424,26 +444,13 @@ def _incremental(run: Run) -> tuple[RefreshState, Write]:
     progress.checkpoint("changes_read")
     change_feed.check_sources(run)  # before anything is written
     if run.dry and not weighed(run.info):  # the shapes not weighed may write late rows next
-        raise estimate.Estimated(known_dearer(run))
+        return Stopped(known_dearer(run))
     progress.phase(run.view.name, "recomputing")
-    state = replace(previous, refresh_id=run.outcome.refresh_id, sources=dict(run.targets))
     if not views and clock_closes(run.spark, run.view.definition, previous, run.now) and run.info.windows:
         run.outcome.reason = "IDLE_WATERMARK"  # no change: the clock closes windows
         views = {source: run.temp_view(change_feed.none(run, source), f"changes_{i}")
                  for i, source in enumerate(run.info.source_tables)}
         first = window_refresh.touched(run, views) if windows else None
     if not views:
-        return state, writes.STATE_ONLY
-    if run.info.shape == "rows":
-        return state, row_refresh.refresh_rows(run, changes, signs)
-    if run.info.shape == "partitions":
-        return state, row_refresh.refresh_partitions(run, changes, signs)
-    if run.info.keys_by_change and not run.info.keys_from_source:
-        return state, row_refresh.refresh_groups_by_change(run, changes, signs)
-    if run.info.shape == "aggregate":
-        return state, window_refresh.refresh_groups(run, next(iter(views.values())))
-    if run.info.windows[0].kind == "SESSION" and len(run.info.windows) > 1:
-        return state, session_refresh.refresh_session_join(run, views)
-    if run.info.windows[0].kind == "SESSION":
-        return session_refresh.refresh_sessions(run, next(iter(views.values())), state)
-    return window_refresh.refresh_windows(run, views, first)
+        return Recomputed.carried(run, writes.STATE_ONLY)
+    return strategies.choose(run.info).refresh(run, strategies.Change(changes, views, signs, first))

@@ -27,6 +27,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from functools import reduce
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -35,8 +36,12 @@ from mv import change_feed, estimate, window_refresh, writes
 from mv.combine import by_terms, combinable_by_terms
 from mv.internal_columns import N, SIGN
 from mv.query import Read, micros_sql, quote, time_sql
+from mv.estimate import Stopped
 from mv.run import Run
-from mv.writes import Write
+from mv.writes import Recomputed, Write
+
+if TYPE_CHECKING:
+    from mv.strategies import Change, Step
 
 # A term's sign that is each row's own, its last column (SIGN): both sides of a change in one term.
 BOTH = 0
@@ -46,14 +51,16 @@ BOTH = 0
 MAX_BUCKETS = 2_000
 
 
-def refresh_rows(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, int]]) -> Write:
-    """The write that brings the view from the previous refresh's sources to this one's; `signs`:
-    each changed source's rows counted by sign (change_feed.signs)."""
-    parts = window_terms(run, changes) if run.info.window_local else _parts(run, changes, signs)
+def refresh_rows(run: Run, change: Change) -> Step:
+    """The write that brings the view from the previous refresh's sources to this one's."""
+    parts = window_terms(run, change.frames) if run.info.window_local else _parts(run, change.frames, change.signs)
     retracts = any(sign < 0 or sign == BOTH for sign, _, _ in parts)
-    _weigh(run, parts, reads_view=retracts)
-    if not parts:
-        return writes.STATE_ONLY
+    if stopped := _weigh(run, parts, reads_view=retracts):
+        return stopped
+    return Recomputed.carried(run, _rows_write(run, parts, retracts) if parts else writes.STATE_ONLY)
+
+
+def _rows_write(run: Run, parts: list[tuple[int, str, str]], retracts: bool) -> Write:
     if not retracts:  # only rows added: appended as they are, duplicates too
         return writes.append(_union([_frame(run, source, query) for _, source, query in parts]))
     signed = _union([_frame(run, source, query if sign == BOTH else f"SELECT *, {sign} AS {SIGN} FROM ({query}) q")
@@ -61,7 +68,7 @@ def refresh_rows(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[
     return writes.counted(run, _netted(run, signed))
 
 
-def refresh_groups_by_change(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, int]]) -> Write:
+def refresh_groups_by_change(run: Run, change: Change) -> Step:
     """A GROUP BY (or DISTINCT) over joins, other aggregates, or by keys computed from source
     columns, windowed or not: the query over each changed source's rows (the terms of
     `refresh_rows`, rewritten by mv_substitute_keys) outputs the keys of every group those rows
@@ -71,12 +78,16 @@ def refresh_groups_by_change(run: Run, changes: dict[str, DataFrame], signs: dic
     Example: bids JOIN auctions GROUP BY category, an auction recategorized from books to toys:
     the term over the auctions' change outputs books and toys, both recomputed.
     """
+    changes, signs = change.frames, change.signs
     if not run.info.windows and combinable_by_terms(run.info, {t for t, s in signs.items() if any(s.values())}):
         return _combined_groups(run, changes, signs)
     parts = _parts(run, changes, signs, keys=True)
-    _weigh(run, parts, reads_view=True, recomputes=not run.info.windows)
-    if not parts:
-        return writes.STATE_ONLY
+    if stopped := _weigh(run, parts, reads_view=True, recomputes=not run.info.windows):
+        return stopped
+    return Recomputed.carried(run, _recomputed_groups(run, parts) if parts else writes.STATE_ONLY)
+
+
+def _recomputed_groups(run: Run, parts: list[tuple[int, str, str]]) -> Write:
     touched = _touched(run, parts, run.info.group_by)
     if not run.info.windows:
         return window_refresh.recompute_groups(run, touched)
@@ -88,7 +99,7 @@ def refresh_groups_by_change(run: Run, changes: dict[str, DataFrame], signs: dic
     return window_refresh.recompute_groups(run, touched, windows)
 
 
-def _combined_groups(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, int]]) -> Write:
+def _combined_groups(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, int]]) -> Step:
     """A GROUP BY without windows of count, sum, min and max whose changed reads reach it row by row
     (combine.combinable_by_terms), over joins or not: the query over each changed read's inserted
     and deleted rows (`_parts`' terms, the other reads at the versions that make their sum the
@@ -104,15 +115,16 @@ def _combined_groups(run: Run, changes: dict[str, DataFrame], signs: dict[str, d
     auctions, counted per category, added to the categories' counts; the other bids are not read.
     """
     parts = _parts(run, changes, signs)
-    _weigh(run, parts, reads_view=True)
+    if stopped := _weigh(run, parts, reads_view=True):
+        return stopped
     if not parts:
-        return writes.STATE_ONLY
+        return Recomputed.carried(run, writes.STATE_ONLY)
     terms = by_terms(run.info.output, run.info.group_by, [(sign, query) for sign, _, query in parts])
     run.cached.extend(run.spark.sql(f"SELECT * FROM {side}").cache() for side in terms)  # read twice by combine
-    return window_refresh.combine_and_merge(run, f"{run.temp}_terms", terms=terms)
+    return Recomputed.carried(run, window_refresh.combine_and_merge(run, f"{run.temp}_terms", terms=terms))
 
 
-def refresh_partitions(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, int]]) -> Write:
+def refresh_partitions(run: Run, change: Change) -> Step:
     """A view whose top is OVER (PARTITION BY keys): top-N, deduplication, a running total per
     auction. A change reaches the partitions of its rows, whose keys the query over the change
     gives (as `refresh_groups_by_change`'s, the rank's filter dropped); those partitions are
@@ -125,10 +137,13 @@ def refresh_partitions(run: Run, changes: dict[str, DataFrame], signs: dict[str,
     Example: the top 3 bids per auction, a bid of auction 7 deleted: auction 7's top 3 recomputed;
     its fourth bid moves up (one insert), the deleted one goes (one delete).
     """
-    parts = _parts(run, changes, signs, keys=True)
-    _weigh(run, parts, reads_view=True, recomputes=True)
-    if not parts:
-        return writes.STATE_ONLY
+    parts = _parts(run, change.frames, change.signs, keys=True)
+    if stopped := _weigh(run, parts, reads_view=True, recomputes=True):
+        return stopped
+    return Recomputed.carried(run, _partitions_write(run, parts) if parts else writes.STATE_ONLY)
+
+
+def _partitions_write(run: Run, parts: list[tuple[int, str, str]]) -> Write:
     keys = run.info.partition_by
     touched = _touched(run, parts, keys).cache()  # read three times: its ranges, then by both semi-joins
     run.cached.append(touched)
@@ -329,7 +344,7 @@ def _value_bounds(change: DataFrame, columns: tuple[str, ...]) -> str:
     return writes.value_range(change.select(*[quote(c) for c in columns]))
 
 
-def _weigh(run: Run, parts: list[tuple[int, str, str]], reads_view: bool, recomputes: bool = False) -> None:
+def _weigh(run: Run, parts: list[tuple[int, str, str]], reads_view: bool, recomputes: bool = False) -> Stopped | None:
     """REFRESH POLICY AUTO's estimate (mv/estimate.py) of the rest of this refresh: the terms read
     every source but the changed one, in the files their change's bounds leave (a dimension's
     change scattered over its keys joins the whole fact table), and a change that takes copies
@@ -338,8 +353,8 @@ def _weigh(run: Run, parts: list[tuple[int, str, str]], reads_view: bool, recomp
     are priced at the whole query, as when the terms read the other sources whole: the keys are
     not known yet, and their recomputation may read everything (q9 at 1M bids: two bid files,
     neither skipped; bounded terms alone made its first append look cheap, and it ran at 3.3
-    times a full refresh). Raises estimate.FullCheaper when a full refresh costs less (AUTO), and
-    estimate.Estimated when asked only for the estimate (EXPLAIN). A change under SMALL_CHANGE of
+    times a full refresh). Stops the refresh (estimate.stops) when a full refresh costs less (AUTO),
+    and when asked only for the estimate (EXPLAIN). A change under SMALL_CHANGE of
     the sources' bytes goes unweighed only for a view that reads one source once, outside any
     aggregate: a small change of a source is joined with all of another read (of another source, or
     of itself), and an aggregate's touched groups are recomputed twice and merged into the view."""
@@ -347,11 +362,9 @@ def _weigh(run: Run, parts: list[tuple[int, str, str]], reads_view: bool, recomp
     # and merges into the whole view: neither is cheap because the change is.
     several = len(run.info.reads) > 1 or any(r.regroups for r in run.info.reads)
     if not run.dry and (run.view.definition.policy != "AUTO" or (run.sizes.small_change and not several)):
-        return
+        return None
     if not parts:  # the change has no rows (e.g. OPTIMIZE): nothing to weigh
-        if run.dry:
-            raise estimate.Estimated(None)
-        return
+        return estimate.stops(run.dry, None)
     terms = " UNION ALL ".join(f"SELECT 1 AS one FROM ({query}) q{i}" for i, (_, _, query) in enumerate(parts))
     view = f"SELECT * FROM {run.view.name}"
     if recomputes and len(run.info.reads) > 1:
@@ -362,10 +375,7 @@ def _weigh(run: Run, parts: list[tuple[int, str, str]], reads_view: bool, recomp
                              previous_end=run.previous_end, retracts=bool(run.updated))
     found = run.outcome.weighed(replace(found, small_change=found.small_change and not several))
     run.outcome.work_bytes = found.incremental_bytes + (run.sizes.change or 0)
-    if run.dry:
-        raise estimate.Estimated(found)
-    if found.switches:
-        raise estimate.FullCheaper(found)
+    return estimate.stops(run.dry, found)
 
 
 def _frame(run: Run, source: str, query: str) -> DataFrame:

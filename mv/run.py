@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable
 
 from pyspark.sql import DataFrame, SparkSession
@@ -82,7 +82,7 @@ class Run:
     source_ids: dict[str, str] = field(default_factory=dict)  # Delta table ids, read with the target versions
     now: int = field(default_factory=watermark.now)  # wall-clock µs at the refresh's start (IDLE AFTER)
     sizes: Sizes = Sizes(None, None, None)  # of the sources, their changes and the view, from the log (estimate.py)
-    dry: bool = False  # only estimate (EXPLAIN): stop before anything is written (estimate.Estimated)
+    dry: bool = False  # only estimate (EXPLAIN): stop before anything is written (estimate.Stopped)
     previous_end: float | None = None  # when the previous refresh committed, epoch s (estimate.past)
     open_state: Kept | None = None  # the view's open-window table (mv/open_windows.py); None: it keeps none
     late_exists: bool = False  # whether <view>__late exists, as mv_delta_tables found it (history.write_late_rows)
@@ -96,6 +96,9 @@ class Run:
     netted: set[str] = field(default_factory=set)  # the sources whose change `change_feed.read` netted
     switched_s: float = 0.0  # when AUTO switched to a full refresh after reading the change (estimate.Past)
     near_full: bool = False  # AUTO went full: an incremental refresh not yet measured planned near a full one's work
+    upfront: Estimate | None = None  # AUTO's (or EXPLAIN's) estimate before reading the change, if any
+    retracts: bool | None = None  # whether the change takes rows away, when weighed (estimate.recent)
+    view_small: bool = True  # the view's checksum lists its files (snapshots.warming lists a large one's)
     begun: list = field(default_factory=list)  # work running beside the refresh (`beside`): (thread, outcome)
 
     def beside(self, work: Callable[[], None]) -> None:
@@ -120,6 +123,11 @@ class Run:
             found = found or outcome.get("error")
         self.begun.clear()
         return found
+
+    def carried(self) -> RefreshState:
+        """The previous state carried to this refresh's id and the source versions it reads to: the
+        new state of a refresh that moves no watermark and keeps no open windows."""
+        return replace(self.previous, refresh_id=self.outcome.refresh_id, sources=dict(self.targets))
 
     @property
     def columns(self) -> list[str]:

@@ -3,11 +3,12 @@ recomputed from just their rows; joined sessions; sessions under a watermark wit
 set aside (mv/session_lateness.py).
 
 Example:
-    >>> state = session_refresh.refresh_sessions(run, "changes_0", state)
+    >>> session_refresh.refresh_sessions(run, change)   # Recomputed(state, write)
 """
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -19,8 +20,12 @@ from mv.internal_columns import CHANGED, CHANGES, FIRST, GROUP, HI, LAST, LO, OP
 from mv.query import interval_micros, micros_sql, quote, time_sql
 from mv.run import INFINITY, Run, advanced, known_dearer, source_time_type
 from mv.state import RefreshState
+from mv.writes import Recomputed
 
-def refresh_sessions(run: Run, changes: str, state: RefreshState) -> tuple[RefreshState, writes.Write]:
+if TYPE_CHECKING:
+    from mv.strategies import Change, Step
+
+def refresh_sessions(run: Run, change: Change) -> Step:
     """SESSION: recompute the sessions of the regions the changes can reach, from just their rows.
 
     Per key, a region joins each changed row's [t - gap, t + gap] with every session of the view
@@ -38,13 +43,13 @@ def refresh_sessions(run: Run, changes: str, state: RefreshState) -> tuple[Refre
     sessions (mv/open_windows.py) and the changes only insert, those fold with the changes' own
     sessions instead (`folded_sessions`): the source is not read.
     """
-    spark, w, info = run.spark, run.info.windows[0], run.info
+    spark, w, info, changes, state = run.spark, run.info.windows[0], run.info, change.view, run.carried()
     open_from, settled = None, False
     if late_sessions(run):
         state, changes, retracted = session_watermark(run, changes)
         on_time = run.outcome.rows_read > run.outcome.late_rows  # else nothing but late rows to write
-        if on_time and (known := known_dearer(run)) is not None and known.switches:  # its late rows written
-            raise estimate.FullCheaper(known)
+        if on_time and (stopped := estimate.stops(run.dry, known_dearer(run))):  # its late rows written
+            return stopped
         if run.view.definition.emit == "WINDOW CLOSE":
             open_from = run.previous.open_from if run.previous.open_from is not None else -INFINITY
             settled = session_lateness.settled(run, run.previous.watermark,
@@ -59,7 +64,8 @@ def refresh_sessions(run: Run, changes: str, state: RefreshState) -> tuple[Refre
     regions = session_regions(run, changes, open_from, touching_view=not settled)
     low, high = spark.sql(f"SELECT min({LO}), max({HI}) FROM {regions}").first()
     if low is None:  # no session open, none changed
-        return kept_again(run, state, spark.sql(f"SELECT * FROM ({run.query}) WHERE false")), writes.STATE_ONLY
+        none_open = spark.sql(f"SELECT * FROM ({run.query}) WHERE false")
+        return Recomputed(kept_again(run, state, none_open), writes.STATE_ONLY)
     rows = region_rows(run, regions, low, high)
     recomputed = spark.sql(run.query_over({source: rows}))
     end = quote(info.window_end)
@@ -74,16 +80,16 @@ def refresh_sessions(run: Run, changes: str, state: RefreshState) -> tuple[Refre
         recomputed = recomputed.where(closed)
     if settled:  # only sessions closing for the first time are new to the view
         closed = watermark.closed_sql(end, run.previous.watermark, run.time_type)
-        return state, writes.append(recomputed.where(f"NOT ({closed})"))
+        return Recomputed(state, writes.append(recomputed.where(f"NOT ({closed})")))
     if info.group_by is None:
-        return state, replace_sessions(run, recomputed, regions, (low, high))
+        return Recomputed(state, replace_sessions(run, recomputed, regions, (low, high)))
     start, t = f"a.{quote(info.window_start)}", run.time_type
     current = spark.sql(f"SELECT a.* FROM {run.view.name} a LEFT SEMI JOIN {regions} b ON {match} "
                         f"AND {micros_sql(start, t)} >= b.{LO} AND {micros_sql('a.' + end, t)} - {w.size} <= b.{HI}")
-    return state, writes.merge(run, recomputed, current)
+    return Recomputed(state, writes.merge(run, recomputed, current))
 
 
-def folded_sessions(run: Run, changes: str, state: RefreshState) -> tuple[RefreshState, writes.Write]:
+def folded_sessions(run: Run, changes: str, state: RefreshState) -> Recomputed:
     """Open sessions kept (mv/open_windows.py), changes that are not late and only insert, a settled
     view (`refresh_sessions`): the sessions of the inserted rows alone (the view's query over them)
     and the kept ones fold, per key, where one reaches the next (a row joins a session when
@@ -98,7 +104,7 @@ def folded_sessions(run: Run, changes: str, state: RefreshState) -> tuple[Refres
     return closed_and_kept(run, state, fold(run, changes, run.open_state.rows))
 
 
-def retracted_sessions(run: Run, changes: str, state: RefreshState) -> tuple[RefreshState, writes.Write]:
+def retracted_sessions(run: Run, changes: str, state: RefreshState) -> Recomputed:
     """`folded_sessions` for a change that also retracts rows (not late) of some keys: a retraction may
     split a session, so those keys' sessions are recomputed from the source, and only there. Per key
     with a retraction, the region is its changed rows' spans widened by gap and every open session of
@@ -158,7 +164,7 @@ def fold(run: Run, changes: str, kept: str) -> DataFrame:
         FROM grouped GROUP BY {', '.join([quote(k) for k in keys] + [SESSION])}""").localCheckpoint()
 
 
-def closed_and_kept(run: Run, state: RefreshState, rows: DataFrame) -> tuple[RefreshState, writes.Write]:
+def closed_and_kept(run: Run, state: RefreshState, rows: DataFrame) -> Recomputed:
     """The sessions `rows` under the new watermark: the closed ones appended to the view (a settled
     view holds none of them), the others kept as the open sessions, and where the first of those
     starts (`open_from`). Their column TOUCHED: true for a session a change folded into, NULL for
@@ -171,7 +177,7 @@ def closed_and_kept(run: Run, state: RefreshState, rows: DataFrame) -> tuple[Ref
     rows = rows.drop(TOUCHED)
     open_from = first if first is not None else state.watermark + 1 if state.watermark is not None else None
     state = kept_again(run, replace(state, open_from=open_from), rows.where(f"NOT ({closed})"))
-    return state, writes.append(rows.where(closed))
+    return Recomputed(state, writes.append(rows.where(closed)))
 
 
 def region_rows(run: Run, regions: str, low: int, high: int) -> str:
@@ -264,7 +270,7 @@ def merged_spans(keys: list[str]) -> str:
 SESSION_SEARCH = (4, 256, None)
 
 
-def refresh_session_join(run: Run, changes: dict[str, str]) -> writes.Write:
+def refresh_session_join(run: Run, change: Change) -> Step:
     """Joined SESSION windows: recompute both sides' sessions in the regions the changes reach.
 
     A joined row is one left and one right session of a key, overlapping in time. The regions are
@@ -274,14 +280,14 @@ def refresh_session_join(run: Run, changes: dict[str, str]) -> writes.Write:
     whose session lies in a U-session holding a change are replaced by the query recomputed over
     just those U-sessions' rows, which are exact there: no row of either side is within gap of them.
     """
-    found = joined_session_regions(run, changes)
+    found = joined_session_regions(run, change.views)
     if found is None:
-        return writes.STATE_ONLY
+        return Recomputed.carried(run, writes.STATE_ONLY)
     regions, span = found
     sides = {w.sources[0]: w for w in run.info.windows}
     recomputed = run.spark.sql(run.query_over(
         {source: rows_in_regions(run, w, regions, span, i) for i, (source, w) in enumerate(sides.items())}))
-    return replace_sessions(run, recomputed, regions, span)
+    return Recomputed.carried(run, replace_sessions(run, recomputed, regions, span))
 
 
 def rows_in_regions(run: Run, w, regions: str, span: tuple[int, int] | None, side: int) -> str:

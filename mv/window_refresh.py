@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -22,6 +23,10 @@ from mv.internal_columns import EMPTY, N, NEEDS, PART, SIGN, T, TOUCHED, WE, WS
 from mv.query import Window, interval_micros, micros_sql, quote, sql_string, time_sql
 from mv.run import INFINITY, Run, advanced, closed_bound, known_dearer
 from mv.state import RefreshState
+from mv.writes import Recomputed
+
+if TYPE_CHECKING:
+    from mv.strategies import Change, Step
 
 # Affected windows are recomputed over at most this many time ranges (the closest ones joined).
 MAX_RANGES = 64
@@ -167,7 +172,8 @@ def full_ahead(run: Run) -> estimate.Estimate | None:
     None when the refresh goes on as incremental: the kind does not say full, no row of the change
     is after the previous watermark (all of it may be late: an incremental refresh writes its late
     rows and perhaps nothing else, `_on_time`), or SESSION windows (their late rows come from the
-    classified change). Asked only for the estimate (EXPLAIN), it raises estimate.Estimated.
+    classified change). Asked only for the estimate (EXPLAIN), it writes nothing: the estimate is
+    the answer.
 
     Example: Nexmark's q7 (TUMBLE, EMIT ON WINDOW CLOSE) at 1M bids, repriced and withdrawn bids:
     such changes took 3 s incrementally, a full refresh 1.2 s: the next one writes its late rows and
@@ -178,9 +184,8 @@ def full_ahead(run: Run) -> estimate.Estimate | None:
     known = known_dearer(run)
     if known is None or not known.switches or not _on_time(run):
         return None
-    if run.dry:
-        raise estimate.Estimated(known)
-    _late_ahead(run)
+    if not run.dry:
+        _late_ahead(run)
     return known
 
 
@@ -219,10 +224,10 @@ def _late_ahead(run: Run) -> None:
     progress.checkpoint("late_rows_written")
 
 
-def refresh_windows(run: Run, changes: dict[str, str], first: Touched) -> tuple[RefreshState, writes.Write]:
+def refresh_windows(run: Run, change: Change) -> Step:
     """Windows: each window function applied to its own source's changes gives the affected windows
-    (`first`, from `touched`)."""
-    spark, d = run.spark, run.view.definition
+    (`change.touched`, from `touched`)."""
+    spark, d, changes, first = run.spark, run.view.definition, change.views, change.touched
     windows, counts = first.windows, first.counts
     old_wm, grace = run.previous.watermark, interval_micros(spark, d.grace)
     max_event, new_wm = advanced(run, list(windows.values()))
@@ -237,29 +242,31 @@ def refresh_windows(run: Run, changes: dict[str, str], first: Touched) -> tuple[
     how = kept_how(run, first, live) if kept_open else None
     from_source = None if how is None else live if how == "recomputed" else []  # of the kept windows
     weighed = weigh(run, affected, newly_closed, combining, from_source)
+    if run.dry:  # EXPLAIN: the estimate, before any late row is written
+        return estimate.Stopped(weighed)
     for i, w in enumerate(first.parts):
         count = sum(n for (part, _, e), n in counts.items() if part == i and watermark.is_final(e, old_wm, grace))
         if count:
             _write_late(run, changes, w, i, f"{WE} + {grace} <= {old_wm}")
             run.outcome.late_rows += count
     progress.checkpoint("late_rows_written")
-    if weighed is not None and weighed.switches:  # late rows are written first: a full refresh leaves them out
-        raise estimate.FullCheaper(weighed)
+    if stopped := estimate.stops(run.dry, weighed):  # late rows are written first: a full refresh leaves them out
+        return stopped
     state, write = RefreshState(run.outcome.refresh_id, dict(run.targets), max_event, new_wm), writes.STATE_ONLY
     bound = new_wm + 1 if new_wm is not None else -INFINITY  # windows ending by then are closed
     if kept_open:
         if not live and not newly_closed:  # nothing opened, changed or closed: the kept windows stay
-            return replace(state, open_id=run.previous.open_id), write
-        write, kept = with_open_windows(run, live, bound, next(iter(changes.values())), how)
-        return replace(state, open_id=kept), write
+            return Recomputed(replace(state, open_id=run.previous.open_id), write)
+        write, kept = with_open_windows(run, live, bound, change.view, how)
+        return Recomputed(replace(state, open_id=kept), write)
     if affected or newly_closed:
         if combining:
-            write = combine_windows(run, affected, newly_closed, next(iter(changes.values())))
+            write = combine_windows(run, affected, newly_closed, change.view)
         else:
             write = merge_windows(run, affected, newly_closed)
     if run.open_state is not None:  # the kept windows are not the previous state's: built again
         state = replace(state, open_id=open_windows.rebuilt(run, bound))
-    return state, write
+    return Recomputed(state, write)
 
 
 def kept_how(run: Run, first: Touched, live: list[tuple[int, int]]) -> str:
@@ -283,8 +290,8 @@ def weigh(run: Run, affected, newly_closed, combining: bool,
           kept_open: list[tuple[int, int]] | None = None) -> estimate.Estimate | None:
     """REFRESH POLICY AUTO's estimate of the rest of this refresh, incrementally or in full
     (mv/estimate.py); None when no estimate is wanted: another policy, nothing to write, or a change
-    too small to need one (under SMALL_CHANGE of its sources' bytes). Asked only for it (EXPLAIN), it
-    raises estimate.Estimated instead, before anything is written. `kept_open`, when the open
+    too small to need one (under SMALL_CHANGE of its sources' bytes). Asked only for it (EXPLAIN),
+    it always weighs (None: nothing to write). `kept_open`, when the open
     windows are kept: the windows recomputed from the source (kept_how's 'recomputed'); windows
     closing now come from the open-window table. Under a watermark, whatever the change's size, the
     view's refreshes of the change's kind may already say full (run.known_dearer)."""
@@ -293,13 +300,9 @@ def weigh(run: Run, affected, newly_closed, combining: bool,
         return None
     known = known_dearer(run) if run.view.definition.watermark_column else None
     if known is not None:
-        if run.dry:
-            raise estimate.Estimated(known)
         return known
-    if not run.dry and run.sizes.small_change:
+    if not writes_windows or (not run.dry and run.sizes.small_change):
         return None
-    if not writes_windows:
-        raise estimate.Estimated(None)
     end, t = quote(run.info.window_end), run.time_type
     written = kept_windows(run, window_ranges(run, affected, ""), newly_closed, end, t)
     closing = just_closed(end, newly_closed, t)  # combined windows are not read from the source; closing ones are
@@ -313,8 +316,6 @@ def weigh(run: Run, affected, newly_closed, combining: bool,
         spent=time.time() - run.outcome.started_at, previous=run.previous, previous_end=run.previous_end,
         retracts=bool(run.updated)))
     run.outcome.work_bytes = found.incremental_bytes + (run.sizes.change or 0)  # its rate covers the change too
-    if run.dry:
-        raise estimate.Estimated(found)
     return found
 
 
@@ -659,12 +660,12 @@ def needed_windows(run: Run, needs: str) -> str:
     return " OR ".join(parts) or "false"
 
 
-def refresh_groups(run: Run, changes: str) -> writes.Write:
+def refresh_groups(run: Run, change: Change) -> Step:
     """GROUP BY without windows: combine or recompute the groups whose keys changed."""
     if combinable(run.info):
-        return combine_and_merge(run, changes)
+        return Recomputed.carried(run, combine_and_merge(run, change.view))
     keys = ", ".join(quote(k) for k in run.info.group_by)
-    return recompute_groups(run, run.spark.sql(f"SELECT DISTINCT {keys} FROM {changes}"))
+    return Recomputed.carried(run, recompute_groups(run, run.spark.sql(f"SELECT DISTINCT {keys} FROM {change.view}")))
 
 
 def recompute_groups(run: Run, keys: DataFrame, windows: list[tuple[int, int]] | None = None) -> writes.Write:

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from mv.internal_columns import FILE, N, OP, R, ROW
 from mv.query import quote, sql_string, time_sql
 from mv.run import Run
+from mv.state import RefreshState
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,25 @@ class Write:
 
 
 STATE_ONLY = Write("state")
+
+
+@dataclass(frozen=True)
+class Recomputed:
+    """What a refresh brings the view to: its new state (source versions, watermark, ...) and the
+    write that brings its rows there. Every strategy returns one, or an `estimate.Stopped`
+    (mv/strategies.py).
+
+    Example:
+        >>> Recomputed.carried(run, append(new_rows))   # rows added, no watermark to move
+    """
+    state: RefreshState
+    write: Write
+
+    @staticmethod
+    def carried(run: Run, write: Write) -> Recomputed:
+        """`write`, with the previous state carried to this refresh's id and source versions: the
+        state of a strategy that moves no watermark and keeps no open windows."""
+        return Recomputed(run.carried(), write)
 
 
 def append(rows: DataFrame) -> Write:

@@ -741,6 +741,7 @@ def test_show_describe_explain_and_drop(spark, given):
     assert explained.pop("last_refresh").startswith("2: incremental (")   # with its seconds, which vary
     assert explained == {
         "technique": "incremental", "reason": "CHANGES_ONLY", "shape": "window",
+        "strategy": "windows: the windows the change touches, combined or recomputed",
         "sources": f"spark_catalog.default.{bids}", "row_key": "window_start, window_end, item",
         "estimate": "none: nothing to weigh (no pending change, a full refresh, or not a window query)"}
     explained = dict(map(tuple, run(spark, f"EXPLAIN MATERIALIZED VIEW {sessions}")))
