@@ -345,6 +345,7 @@ def test_a_change_reads_only_the_files_of_the_table_it_joins_that_can_hold_its_k
      "ON s.auction = a.id AND s.n > 1", "OUTER_JOIN_ON_AGGREGATE_VALUE"),
     ("SELECT top DIV 10 AS bucket, count(*) AS n FROM (SELECT auction, max(price) AS top FROM {bids} "
      "GROUP BY auction) GROUP BY top DIV 10", "GROUP_BY_AGGREGATE_VALUE"),
+    ("SELECT id, price, current_date() AS seen FROM {bids}", "READS_CURRENT_TIME"),  # old rows would keep old days
 ])
 def test_an_operator_without_a_rule_refreshes_in_full_and_says_which(spark, tables, query, reason):
     tables.run("INSERT INTO {bids} VALUES (1, 1, 10)")

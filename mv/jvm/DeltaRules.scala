@@ -81,10 +81,21 @@ object DeltaRules {
   /** The reason codes of `steps`, each once. */
   def reasons(steps: Seq[Step]): Seq[String] = steps.flatMap(_.reason).distinct
 
+  // What reads the clock: Spark takes each as a constant of the query's run (deterministic, to it), so
+  // a view over one equals its query only as of its last recomputation, whatever changed since: a
+  // `WHERE ts > current_timestamp() - INTERVAL 1 HOUR` drops rows as time passes, not as sources change.
+  // By name: current_time() (CurrentTime) is Spark 4.1's.
+  private val ClockReads =
+    Set("CurrentTimestamp", "Now", "CurrentDate", "LocalTimestamp", "CurrentTime", "CurrentBatchTimestamp")
+
+  /** Whether `e` reads the clock (current_timestamp(), now(), current_date(), unix_timestamp(), ...). */
+  def readsClock(e: Expression): Boolean = e.exists(x => ClockReads(x.getClass.getSimpleName))
+
   /** An operator's name and its rule (Left) or the reason it has none (Right). */
   private def rule(p: LogicalPlan): (String, Either[String, String]) = p match {
     case _ if p.expressions.exists(_.exists(_.isInstanceOf[SubqueryExpression])) => (p.nodeName, Right("SUBQUERY"))
     case _ if !p.expressions.forall(_.deterministic) => (p.nodeName, Right("NONDETERMINISTIC"))
+    case _ if p.expressions.exists(readsClock) => (p.nodeName, Right("READS_CURRENT_TIME"))
     case _: Project | _: Filter | _: SubqueryAlias | _: View => (p.nodeName, Left(passes))
     case g: Generate => (s"Generate ${g.generator.prettyName}", Left("each row's generated rows pass through"))
     case s: Sort if s.global => ("Sort", Left("a table keeps no order: rows pass through"))

@@ -68,6 +68,7 @@ object QueryDescription extends PredicateHelper {
     val output = plan.output.map(a => Map("name" -> a.name, "type" -> a.dataType.simpleString,
       "window_role" -> roles.get(a.exprId).orNull, "aggregate" -> kinds.get(a.exprId).orNull))
     if (!plan.deterministic || plan.exists(!_.expressions.forall(_.deterministic))) reasons += "NONDETERMINISTIC"
+    if (plan.exists(_.expressions.exists(DeltaRules.readsClock))) reasons += "READS_CURRENT_TIME"
     if (plan.exists(_.isInstanceOf[GlobalLimit]) || plan.exists(_.isInstanceOf[LocalLimit])) reasons += "LIMIT"
     if (plan.exists(_.expressions.exists(_.exists(_.isInstanceOf[org.apache.spark.sql.catalyst.expressions.SubqueryExpression])))) {
       reasons += "SUBQUERY"
