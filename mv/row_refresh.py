@@ -34,9 +34,9 @@ from pyspark.sql import functions as F
 
 from mv import change_feed, estimate, window_refresh, writes
 from mv.combine import by_terms, combinable_by_terms
+from mv.estimate import Stopped
 from mv.internal_columns import N, SIGN
 from mv.query import Read, micros_sql, quote, time_sql
-from mv.estimate import Stopped
 from mv.run import Run
 from mv.writes import Recomputed, Write
 
