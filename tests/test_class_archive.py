@@ -57,7 +57,8 @@ def _classes_loaded_by_a_new_session(tmp_path) -> list[str]:
         import mv
         from mv import config
         java = config.spark_defaults().get("spark.driver.extraJavaOptions", "")
-        spark = mv.session(conf={{"spark.driver.extraJavaOptions": java + " -Xlog:class+load=info:file={log} -Xlog:cds=info,cds+dynamic=info:file={cds}"}})
+        logs = " -Xlog:class+load=info:file={log} -Xlog:cds=info,cds+dynamic=info:file={cds}"
+        spark = mv.session(conf={{"spark.driver.extraJavaOptions": java + logs}})
         assert spark.sql("SELECT 1").first()[0] == 1
     """)
     home = tmp_path / "home"

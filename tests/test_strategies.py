@@ -22,7 +22,8 @@ SHAPES = {
     "sessions": f"""SELECT item, window_start, window_end, count(*) AS n FROM {SESSION.format(bids='{bids}')}
                     GROUP BY item, window_start, window_end""",
     "windows": """SELECT window_start, window_end, count(*) AS n
-                  FROM TUMBLE(TABLE({bids}), DESCRIPTOR(ts), INTERVAL '10' MINUTES) GROUP BY window_start, window_end""",
+                  FROM TUMBLE(TABLE({bids}), DESCRIPTOR(ts), INTERVAL '10' MINUTES)
+                  GROUP BY window_start, window_end""",
 }
 
 
