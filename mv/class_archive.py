@@ -60,9 +60,11 @@ def path() -> Path:
     # The JVM's class path, as the archive recorded it: pyspark's jars by their folder (another
     # virtual environment's, with the same jars, is another class path) and by name, size and time
     # (the JVM refuses an archive whose jars changed).
-    parts.append(str(jars.pyspark_jars_dir()))
-    for jar in sorted(jars.pyspark_jars_dir().glob("*.jar")):
-        parts.append(f"{jar.name}:{jar.stat().st_size}:{jar.stat().st_mtime_ns}")
+    folder = jars.pyspark_jars_dir()
+    parts.append(str(folder))
+    for jar in sorted(folder.glob("*.jar")):
+        found = jar.stat()
+        parts.append(f"{jar.name}:{found.st_size}:{found.st_mtime_ns}")
     digest.update("\n".join(parts).encode())
     return config.cache_dir() / "classes" / f"classes-{digest.hexdigest()[:16]}.jsa"
 
