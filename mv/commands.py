@@ -22,7 +22,7 @@ from mv import (catalog, delta_tables, errors, estimate, history, internal_colum
 from mv.catalog import View
 from mv.combine import combinable_by_terms
 from mv.names import TableName
-from mv.query import QueryInfo, describe, interval_micros, sql_string
+from mv.query import QueryInfo, at_fragment, describe, interval_micros, sql_string
 from mv.state import read
 from mv.statements import Create, Describe, Drop, Explain, Refresh, Show, SparkSql
 
@@ -105,7 +105,7 @@ def _validate(spark: SparkSession, statement: Create) -> QueryInfo:
     if d.policy == "INCREMENTAL STRICT":
         blockers = info.reasons + plan.incremental_blockers(info, bool(d.watermark_column))
         if blockers:
-            raise errors.not_incremental(d.name, blockers)
+            raise errors.not_incremental(d.name, blockers, {r: info.located(r) for r in blockers})
     return info
 
 
@@ -366,10 +366,11 @@ def _terms(info) -> list[tuple]:
 
 
 def _operators(info) -> list[tuple]:
-    """EXPLAIN's `operator` rows for a query of rows: each operator, indented by its depth, with its
-    delta rule or the reason code that makes the view refresh in full (mv/jvm/DeltaRules.scala)."""
-    return [("operator", f"{'  ' * s['depth']}{s['operator']}: {s['rule'] or s['reason']}")
-            for s in info.maintenance]
+    """EXPLAIN's `operator` rows: each operator, indented by its depth, with its rule (how a change
+    reaches the view through it) or the reason code that makes the view refresh in full
+    (mv/jvm/DeltaRules.scala; a windowed query's, mv/jvm/QueryDescription.scala's windowSteps)."""
+    return [("operator", f"{'  ' * s['depth']}{s['operator']}: {s['rule'] or s['reason'] + at_fragment(s)}")
+            for s in info.explained]
 
 
 def _deploy_action(spark: SparkSession, declared: statements.Definition) -> str:

@@ -133,9 +133,12 @@ def interval(text: str, reason: str) -> MvError:
                    "Use a positive day-time interval, e.g. INTERVAL '5' MINUTES.", interval=text)
 
 
-def not_incremental(view: str, reasons: list[str]) -> MvError:
+def not_incremental(view: str, reasons: list[str], places: dict[str, str | None] | None = None) -> MvError:
+    """`reasons`, each with the operator and fragment of the query it comes from (`places`) when one does."""
+    where = places or {}
+    found = [f"{r} ({where[r]})" if where.get(r) else r for r in dict.fromkeys(reasons)]
     return MvError("MV_NOT_INCREMENTAL",
-                   f"{view} cannot be refreshed incrementally: {'; '.join(reasons)}.",
+                   f"{view} cannot be refreshed incrementally: {'; '.join(found)}.",
                    "Use REFRESH POLICY AUTO to fall back to a full refresh, or change the query.",
                    view=view, reasons=",".join(reasons))
 

@@ -50,7 +50,7 @@ def plan(view: View, info: QueryInfo, previous: RefreshState | None, full: bool 
     blockers = _blockers(view, info)
     if blockers:
         if policy == "INCREMENTAL STRICT":
-            raise errors.not_incremental(view.name, blockers)
+            raise errors.not_incremental(view.name, blockers, {r: info.located(r) for r in blockers})
         return Plan("full", ",".join(dict.fromkeys(blockers)))
     return Plan("incremental", "CHANGES_ONLY")
 

@@ -129,6 +129,18 @@ class QueryInfo:
     # columns that carry the partition keys every top OVER shares; the touched partitions are
     # recomputed (mv/row_refresh.py's refresh_partitions).
     partition_by: list[str] | None = None
+    # EXPLAIN's operator rows: `maintenance`, or for a query kept window by window (and one that
+    # is not, each blocking operator with its reason) the steps of its windows (QueryDescription.scala).
+    explained: tuple[dict, ...] = ()
+
+    def located(self, code: str) -> str | None:
+        """Where the reason `code` comes from in the query, as EXPLAIN's first operator row with it
+        says: the operator and its fragment of the query's text; None when no operator gives it.
+
+        Example: info.located("OVER_NOT_BY_WINDOW") == 'Window (OVER) at "ROW_NUMBER() OVER (PARTITION BY item ...) AS r"'
+        """
+        step = next((s for s in self.explained if s["reason"] == code), None)
+        return None if step is None else step["operator"] + at_fragment(step)
 
     def column_with_role(self, role: str) -> str | None:
         return next((c.name for c in self.output if c.window_role == role), None)
@@ -284,6 +296,11 @@ def _parse_interval(spark: SparkSession, text: str) -> int:
     return round(value.total_seconds() * 1_000_000)
 
 
+def at_fragment(step: dict) -> str:
+    """` at "<text>"`: an operator step's fragment of the query's text (DeltaRules.fragment); '' without one."""
+    return f' at "{step["fragment"]}"' if step.get("fragment") else ""
+
+
 def describe(spark: SparkSession, query: str) -> QueryInfo:
     """Analyse `query` in Spark and describe it; raises Spark's AnalysisException if it does not analyse."""
     if (jvm := extension(spark)) is not None:  # this process is the driver: no SQL statement around it
@@ -299,4 +316,5 @@ def describe(spark: SparkSession, query: str) -> QueryInfo:
     return QueryInfo(raw["shape"], raw["sources"], windows, output, raw["group_by"], raw["reasons"],
                      raw.get("combinable", False), tuple(raw.get("temporary_views", ())),
                      raw.get("views_fingerprint"), tuple(raw.get("maintenance") or ()),
-                     raw.get("keys_by_change", False), raw.get("keys_from_source", False), raw.get("partition_by"))
+                     raw.get("keys_by_change", False), raw.get("keys_from_source", False), raw.get("partition_by"),
+                     tuple(raw.get("explained") or ()))

@@ -43,6 +43,12 @@ STATEMENTS = [
     "SHOW MATERIALIZED VIEWS",
 ]
 
+OPERATORS = [["operator", "Aggregate: the touched windows' groups: the change's aggregates combined into theirs, or recomputed"],
+             ["operator", "  Window TUMBLE: each changed row's windows, touched"],
+             ["operator", "    Filter: rows pass through"],
+             ["operator", "      SubqueryAlias: rows pass through"],
+             ["operator", "        Source `spark_catalog`.`{db}`.`bids`: its change feed, signed: the windows its changed rows fall in"]]
+
 EXPECTED = [
     ["status", [["created totals: 2 rows"]]],
     ["status", [["totals already exists"]]],
@@ -55,17 +61,17 @@ EXPECTED = [
                         ["strategy", "windows: the windows the change touches, combined or recomputed"],
                         ["sources", "spark_catalog.{db}.bids"], ["row_key", "window_start, window_end"],
                         ["estimate", "none: nothing to weigh (no pending change, a full refresh, or not a window query)"],
-                        ["last_refresh", "1: full (FIRST_REFRESH) in … s; not estimated in seconds"]]],
+                        ["last_refresh", "1: full (FIRST_REFRESH) in … s; not estimated in seconds"], *OPERATORS]],
     ["property,value", [["technique", "incremental"], ["reason", "CHANGES_ONLY"], ["shape", "window"],
                         ["strategy", "windows: the windows the change touches, combined or recomputed"],
                         ["sources", "spark_catalog.{db}.bids"], ["row_key", "window_start, window_end"],
                         ["estimate", "none: nothing to weigh (no pending change, a full refresh, or not a window query)"],
-                        ["deploy", "create"]]],
+                        *OPERATORS, ["deploy", "create"]]],
     ["property,value", [["technique", "incremental"], ["reason", "CHANGES_ONLY"], ["shape", "window"],
                         ["strategy", "windows: the windows the change touches, combined or recomputed"],
                         ["sources", "spark_catalog.{db}.bids"], ["row_key", "window_start, window_end"],
                         ["estimate", "none: nothing to weigh (no pending change, a full refresh, or not a window query)"],
-                        ["deploy", "replace: watermark_column, watermark_delay, comment"]]],
+                        *OPERATORS, ["deploy", "replace: watermark_column, watermark_delay, comment"]]],
     ["", []],
     ["view,technique,reason,refresh_id,rows_read,rows_inserted,rows_updated,rows_deleted,late_rows,"
      "groups_combined,groups_recomputed,duration_s",

@@ -7,6 +7,7 @@ import uuid
 import pytest
 
 import mv
+from mv.errors import MvError
 
 SESSION = "SESSION(TABLE({bids}) PARTITION BY item, DESCRIPTOR(ts), INTERVAL '5' MINUTES)"
 SHAPES = {
@@ -62,3 +63,68 @@ def test_a_query_refreshed_in_full_names_no_strategy(spark, tables, query, reaso
     plan = explained(spark, query.format(**tables))
     assert (plan["technique"], plan["reason"]) == ("full", reason)
     assert plan["strategy"].startswith("none: every refresh is full"), plan
+
+
+def operators(spark, query: str) -> list[str]:
+    """EXPLAIN CREATE's `operator` rows for a view of `query`, top first, indented by depth."""
+    view = f"strategy_view_{uuid.uuid4().hex[:8]}"
+    return [r[1] for r in mv.sql(spark, f"EXPLAIN CREATE MATERIALIZED VIEW {view} AS {query}").collect()
+            if r[0] == "operator"]
+
+
+def test_a_view_kept_window_by_window_lists_each_operator_with_its_rule(spark, tables):
+    """From the window function down rows pass through and each changed row touches its windows;
+    above it, operators are recomputed over the windows touched."""
+    found = operators(spark, """SELECT item, window_start, window_end, count(*) AS n, sum(price) AS total
+                                FROM TUMBLE(TABLE({bids}), DESCRIPTOR(ts), INTERVAL '10' MINUTES)
+                                GROUP BY item, window_start, window_end""".format(**tables))
+    assert found[0] == "Aggregate: the touched windows' groups: the change's aggregates combined into theirs, or recomputed"
+    assert "  Window TUMBLE: each changed row's windows, touched" in found
+    assert found[-1].strip().startswith(f"Source `spark_catalog`.`default`.`{tables['bids']}`: its change feed, signed")
+    assert not [line for line in found if line.split(": ")[-1].isupper()], found  # no reason code
+
+
+def test_a_view_kept_session_by_session_lists_its_sessions(spark, tables):
+    found = operators(spark, SHAPES["sessions"].format(**tables))
+    assert found[:2] == ["Aggregate: the reached sessions' groups, recomputed from their rows",
+                         "  Window SESSION: the sessions a change can reach, recomputed from their rows"]
+
+
+WINDOWED_IN_FULL = [
+    ("SELECT item, window_start, window_end, price, ROW_NUMBER() OVER (PARTITION BY item ORDER BY price) AS r "
+     "FROM TUMBLE(TABLE({bids}), DESCRIPTOR(ts), INTERVAL '10' MINUTES)",
+     'Window (OVER): OVER_NOT_BY_WINDOW at "ROW_NUMBER() OVER (PARTITION BY item ORDER BY price) AS r"'),
+    (f"SELECT item, window_start, window_end, price FROM {SESSION} WHERE price > 2",
+     'Filter: SESSION_ROWS_FILTERED at "price > 2"'),
+    ("SELECT ts, window_start, window_end FROM TUMBLE(TABLE(SELECT ts FROM {bids} UNION ALL SELECT ts FROM {asks}), "
+     "DESCRIPTOR(ts), INTERVAL '10' MINUTES)", 'Union: SET_OPERATION at "SELECT ts FROM {bids} UNION ALL SELECT ts FROM {asks}"'),
+    ("SELECT item, window_start, window_end, count(*) AS n FROM TUMBLE(TABLE({bids}), DESCRIPTOR(ts), "
+     "INTERVAL '10' MINUTES) WHERE rand() > 0.5 GROUP BY item, window_start, window_end",
+     'Filter: NONDETERMINISTIC at "rand()"'),
+]
+
+
+@pytest.mark.parametrize("query, at_fault", WINDOWED_IN_FULL,
+                         ids=["over_not_by_window", "session_rows_filtered", "union_under_window", "rand"])
+def test_a_windowed_view_refreshed_in_full_names_the_operator_at_fault(spark, tables, query, at_fault):
+    """EXPLAIN points at the operator whose reason makes every refresh full, and at its fragment of
+    the query's text; every reason the view has (the first is the refresh's) is on an operator's row."""
+    query, at_fault = query.format(**tables), at_fault.format(**tables)
+    reasons = explained(spark, query)["reason"].split(",")
+    assert at_fault.split(": ")[1].startswith(reasons[0] + " ")
+    found = operators(spark, query)
+    assert at_fault in [line.strip() for line in found], found
+    assert {line.split(": ")[1].split(" at ")[0] for line in found} >= set(reasons), found
+
+
+def test_incremental_strict_refuses_naming_the_operator_and_its_fragment(spark, tables):
+    """The error says where in the query the reason is, as EXPLAIN's operator row does; nothing is created."""
+    query, at_fault = WINDOWED_IN_FULL[0]
+    view = f"strategy_strict_{uuid.uuid4().hex[:8]}"
+    with pytest.raises(MvError) as refused:
+        mv.sql(spark, f"CREATE MATERIALIZED VIEW {view} REFRESH POLICY INCREMENTAL STRICT AS {query.format(**tables)}")
+    assert refused.value.error_class == "MV_NOT_INCREMENTAL"
+    operator, fault = at_fault.split(": ")
+    reason, fragment = fault.split(" at ")
+    assert f"{reason} ({operator} at {fragment})" in str(refused.value)
+    assert view not in [r[0] for r in mv.sql(spark, "SHOW MATERIALIZED VIEWS").collect()]

@@ -33,9 +33,57 @@ import org.apache.spark.sql.types.{ArrayType, DataType, MapType, StructType}
 object DeltaRules {
 
   /** One operator of the plan, `depth` below the top: its rule, or why it has none. */
-  case class Step(depth: Int, operator: String, rule: Option[String], reason: Option[String]) {
+  case class Step(depth: Int, operator: String, rule: Option[String], reason: Option[String],
+      fragment: Option[String] = None) {
     def toMap: Map[String, Any] = Map("depth" -> depth, "operator" -> operator, "rule" -> rule.orNull,
-      "reason" -> reason.orNull)
+      "reason" -> reason.orNull, "fragment" -> fragment.orNull)
+  }
+
+  /** The step of operator `p` (named `name`) `depth` below the top: its rule (Left), or the reason
+   *  it has none (Right), which points at `p`'s fragment of the query's text. */
+  def step(depth: Int, name: String, p: LogicalPlan, verdict: Either[String, String]): Step =
+    Step(depth, name, verdict.left.toOption, verdict.toOption, verdict.toOption.flatMap(fragment(p, _)))
+
+  // A fragment of the query's text longer than this is cut, with "..." after it.
+  private val FragmentLength = 120
+
+  /**
+   * The text of the query operator `p` was made from, for the reason `code` (Catalyst keeps each
+   * node's and expression's origin in the text it parsed): the expressions at fault for
+   * NONDETERMINISTIC, READS_CURRENT_TIME and SUBQUERY; else the operator's own expressions (a
+   * filter's or a join's condition, OVER's functions, GROUP BY's keys, a generator); else the
+   * operator. None when its origin is not known, or when it is the whole query (no help).
+   * {{{
+   *   fragment(filter, "NONDETERMINISTIC")  ==  Some("rand()")
+   * }}}
+   */
+  def fragment(p: LogicalPlan, code: String): Option[String] = {
+    def where(test: Expression => Boolean) = p.expressions.flatMap(_.collect { case e if test(e) => e })
+    val culprits = code match {
+      case "NONDETERMINISTIC" => where(e => !e.deterministic && e.children.forall(_.deterministic))
+      case "READS_CURRENT_TIME" => where(e => ClockReads(e.getClass.getSimpleName))
+      case "SUBQUERY" => where(_.isInstanceOf[SubqueryExpression])
+      case _ => Nil
+    }
+    val own = p match {
+      case f: Filter => Seq(f.condition)
+      case j: Join => j.condition.toSeq
+      case w: Window => w.windowExpressions
+      case a: Aggregate => a.groupingExpressions
+      case g: Generate => Seq(g.generator)
+      case _ => Nil
+    }
+    val origins = if (culprits.nonEmpty) culprits.map(_.origin) else if (own.nonEmpty) own.map(_.origin) else Seq(p.origin)
+    val spans = origins.flatMap(o => for (s <- o.startIndex; e <- o.stopIndex; t <- o.sqlText) yield (s, e, t))
+    spans.headOption.map(_._3).flatMap { text =>
+      val same = spans.filter(_._3 == text)
+      val (start, stop) = (same.map(_._1).min, same.map(_._2).max)
+      if (start <= 0 && stop >= text.length - 1) None
+      else {
+        val found = text.substring(start, math.min(stop + 1, text.length)).trim.replaceAll("\\s+", " ")
+        Some(if (found.length > FragmentLength) found.take(FragmentLength) + "..." else found)
+      }
+    }
   }
 
   private val passes = "rows pass through"
@@ -54,8 +102,7 @@ object DeltaRules {
       val (name, verdict) = if (finding) keyed(p, found)
         else if (regrouping(p)) { val (n, v) = keyed(p, found); (n, v.left.map(_ => regrouped)) }
         else rule(p)
-      Step(depth, name, verdict.left.toOption, verdict.toOption) +:
-        p.children.flatMap(walk(_, depth + 1, finding || regrouping(p)))
+      step(depth, name, p, verdict) +: p.children.flatMap(walk(_, depth + 1, finding || regrouping(p)))
     }
     walk(plan, 0, keys) ++ (outputReasons(plan) ++ (if (keys) Nil else planReasons(plan))).map(r =>
       Step(0, "output", None, Some(r)))
@@ -92,7 +139,7 @@ object DeltaRules {
   def readsClock(e: Expression): Boolean = e.exists(x => ClockReads(x.getClass.getSimpleName))
 
   /** An operator's name and its rule (Left) or the reason it has none (Right). */
-  private def rule(p: LogicalPlan): (String, Either[String, String]) = p match {
+  def rule(p: LogicalPlan): (String, Either[String, String]) = p match {
     case _ if p.expressions.exists(_.exists(_.isInstanceOf[SubqueryExpression])) => (p.nodeName, Right("SUBQUERY"))
     case _ if !p.expressions.forall(_.deterministic) => (p.nodeName, Right("NONDETERMINISTIC"))
     case _ if p.expressions.exists(readsClock) => (p.nodeName, Right("READS_CURRENT_TIME"))

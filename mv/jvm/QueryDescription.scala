@@ -65,6 +65,7 @@ object QueryDescription extends PredicateHelper {
     val windows = plan.collect { case w: WindowTableFunction => w }
     val roles = windowRoles(plan)
     val kinds = aggregateKinds(plan)
+    val combinable = kinds.nonEmpty && plan.output.forall(a => kinds.contains(a.exprId))
     val output = plan.output.map(a => Map("name" -> a.name, "type" -> a.dataType.simpleString,
       "window_role" -> roles.get(a.exprId).orNull, "aggregate" -> kinds.get(a.exprId).orNull))
     if (!plan.deterministic || plan.exists(!_.expressions.forall(_.deterministic))) reasons += "NONDETERMINISTIC"
@@ -107,6 +108,10 @@ object QueryDescription extends PredicateHelper {
       reasons ++= missing
       if (missing.isEmpty) "rows" else "other"
     }
+    // EXPLAIN's operator rows: the delta rules' steps, or a query's window by window.
+    val explained = if (shape == "window" && (maintenance.isEmpty || DeltaRules.reasons(maintenance).nonEmpty)) {
+      windowSteps(plan, windows, reasons.toSet, combinable)
+    } else maintenance
     Map(
       "shape" -> shape,
       "sources" -> sources(plan, reasons, shape == "rows"),
@@ -115,9 +120,10 @@ object QueryDescription extends PredicateHelper {
       "output" -> output,
       "group_by" -> groupBy(plan).orNull,
       "partition_by" -> (if (shape == "partitions") partitionBy(plan).orNull else null),
-      "combinable" -> (kinds.nonEmpty && plan.output.forall(a => kinds.contains(a.exprId))),
+      "combinable" -> combinable,
       "reasons" -> reasons.toSeq,
       "maintenance" -> maintenance.map(_.toMap),
+      "explained" -> explained.map(_.toMap),
       "keys_by_change" -> (shape != "rows" && maintenance.nonEmpty && DeltaRules.reasons(maintenance).isEmpty),
       "keys_from_source" -> (shape == "aggregate" && keysFromSource(plan)),
       "views_fingerprint" -> viewsFingerprint(plan).orNull)
@@ -201,7 +207,7 @@ object QueryDescription extends PredicateHelper {
    * keeps rank 1), and an OVER must see one session's rows only (partitioned by the keys too:
    * sessions of different keys can have equal bounds).
    */
-  private def sessionReasons(plan: LogicalPlan, session: WindowTableFunction, joined: Boolean): Seq[String] = {
+  private def sessionReasons(plan: LogicalPlan, session: WindowTableFunction, joined: Boolean): Seq[(LogicalPlan, String)] = {
     val keys = session.partitionBy.collect { case a: Attribute => a.exprId }
     val lineage = traced(plan, keys.map(k => k -> k).toMap)
     val ranks = traced(plan, plan.collect { case w: Window => w.windowExpressions.collect {
@@ -211,13 +217,13 @@ object QueryDescription extends PredicateHelper {
       case a: Attribute => lineage.get(a.exprId).contains(k)
       case _ => false
     })
-    val reasons = mutable.LinkedHashSet[String]()
+    val reasons = mutable.ArrayBuffer[(LogicalPlan, String)]()
     plan.foreach {
-      case w: Window if w.exists(_ eq session) && !byKeys(w.partitionSpec) => reasons += "SESSION_OVER_NOT_BY_KEYS"
+      case w: Window if w.exists(_ eq session) && !byKeys(w.partitionSpec) => reasons += w -> "SESSION_OVER_NOT_BY_KEYS"
       // Joined sessions find their regions from the sources, not from the view: filters are fine.
       case f: Filter if !joined && f.exists(_ eq session) && !keepsRankOne(f.condition, ranks.keySet) =>
-        reasons += "SESSION_ROWS_FILTERED"
-      case g: Generate if !joined && g.exists(_ eq session) && !g.outer => reasons += "SESSION_ROWS_FILTERED"
+        reasons += f -> "SESSION_ROWS_FILTERED"
+      case g: Generate if !joined && g.exists(_ eq session) && !g.outer => reasons += g -> "SESSION_ROWS_FILTERED"
       case _ =>
     }
     reasons.toSeq
@@ -274,9 +280,17 @@ object QueryDescription extends PredicateHelper {
   private val joinedWindowReasons =
     Set("JOIN_NOT_ON_WINDOW", "WINDOW_OVER_SEVERAL_SOURCES", "WINDOW_INPUT_NOT_ROW_BY_ROW", "SET_OPERATION")
 
-  /** Why a windowed query is still not kept window by window. */
-  private def windowReasons(plan: LogicalPlan, windows: Seq[WindowTableFunction]): Seq[String] = {
-    val reasons = mutable.LinkedHashSet[String]()
+  /** Why a windowed query is still not kept window by window: `windowBlockers`' codes, each once. */
+  private def windowReasons(plan: LogicalPlan, windows: Seq[WindowTableFunction]): Seq[String] =
+    windowBlockers(plan, windows).map(_._2).distinct
+
+  /**
+   * Each operator that keeps a windowed query from being kept window by window, with its reason
+   * code, in the order they are reported (the first is a full refresh's reason): EXPLAIN names
+   * the operator (`windowSteps`).
+   */
+  private def windowBlockers(plan: LogicalPlan, windows: Seq[WindowTableFunction]): Seq[(LogicalPlan, String)] = {
+    val found = mutable.ArrayBuffer[(LogicalPlan, String)]()
     val windowStarts = windows.map(_.windowStart.exprId).toSet
     val roles = windowRoles(plan)
     def isStart(e: Expression): Boolean = e match {
@@ -291,24 +305,70 @@ object QueryDescription extends PredicateHelper {
       // OVER (PARTITION BY window_start, window_end ...), as Flink's window Top-N and deduplication
       // write it, sees one window's rows only; any other partitioning mixes windows.
       case w: Window if !(w.partitionSpec.exists(isStart) && w.partitionSpec.exists(isEnd)) =>
-        reasons += "OVER_NOT_BY_WINDOW"
+        found += w -> "OVER_NOT_BY_WINDOW"
       case a: Aggregate if !a.groupingExpressions.exists(isStart) && a.exists(_.isInstanceOf[WindowTableFunction]) =>
-        reasons += "AGGREGATE_NOT_BY_WINDOW"
-      case j: Join if !j.condition.exists(_.exists(e => isStart(e))) => reasons += "JOIN_NOT_ON_WINDOW"
-      case _: Union | _: Intersect | _: Except => reasons += "SET_OPERATION"
+        found += a -> "AGGREGATE_NOT_BY_WINDOW"
+      case j: Join if !j.condition.exists(_.exists(e => isStart(e))) => found += j -> "JOIN_NOT_ON_WINDOW"
+      case p @ (_: Union | _: Intersect | _: Except) => found += p -> "SET_OPERATION"
       case _ =>
     }
     val sessions = windows.filter(_.spec.kind.name == "SESSION")
-    sessions.foreach(s => reasons ++= sessionReasons(plan, s, joined = sessions.size > 1))
-    if (sessions.size == 2 && !joinedOnKeys(plan, sessions(0), sessions(1))) reasons += "SESSION_JOIN_NOT_ON_KEYS"
+    sessions.foreach(s => found ++= sessionReasons(plan, s, joined = sessions.size > 1))
+    if (sessions.size == 2 && !joinedOnKeys(plan, sessions(0), sessions(1))) {
+      val joining = plan.collect { case j: Join if sessions.forall(s => j.exists(_ eq s)) => j }.lastOption
+      found += joining.getOrElse(plan) -> "SESSION_JOIN_NOT_ON_KEYS"
+    }
     windows.foreach { w =>
-      if (w.child.collectLeaves().flatMap(tableName).size != 1) reasons += "WINDOW_OVER_SEVERAL_SOURCES"
+      if (w.child.collectLeaves().flatMap(tableName).size != 1) found += w -> "WINDOW_OVER_SEVERAL_SOURCES"
       w.child.foreach {
         case _: Project | _: Filter | _: SubqueryAlias | _: View | _: LeafNode =>
-        case _ => reasons += "WINDOW_INPUT_NOT_ROW_BY_ROW"
+        case p => found += p -> "WINDOW_INPUT_NOT_ROW_BY_ROW"
       }
     }
-    reasons.toSeq
+    found.toSeq
+  }
+
+  /**
+   * EXPLAIN's steps for a query kept window by window (mv/window_refresh.py, mv/session_refresh.py):
+   * each operator, top first, with how a change reaches the view through it, or the reason code
+   * that makes the view refresh in full (`windowBlockers`, or one of the plan's `reasons` its
+   * operator causes: a non-deterministic function, LIMIT). Operators above the window function
+   * are recomputed over the windows the change touches; those below it pass rows through.
+   */
+  private def windowSteps(plan: LogicalPlan, windows: Seq[WindowTableFunction], reasons: Set[String],
+      combinable: Boolean): Seq[DeltaRules.Step] = {
+    val blockers = windowBlockers(plan, windows)
+    val sessions = windows.exists(_.spec.kind.name == "SESSION")
+    def how(p: LogicalPlan, below: Boolean, generic: Either[String, String]): String = p match {
+      case _: LogicalRelation => "its change feed, signed: the windows its changed rows fall in"
+      case w: WindowTableFunction if w.spec.kind.name == "SESSION" => "the sessions a change can reach, recomputed from their rows"
+      case _: WindowTableFunction => "each changed row's windows, touched"
+      case _: Project | _: SubqueryAlias | _: View => "rows pass through"
+      case _ if below => generic.left.getOrElse("rows pass through")
+      case _: Aggregate if sessions => "the reached sessions' groups, recomputed from their rows"
+      case _: Aggregate if combinable => "the touched windows' groups: the change's aggregates combined into theirs, or recomputed"
+      case _: Aggregate => "the touched windows' groups, recomputed from their rows"
+      case _: Join => "window by window: the touched windows of each side, joined"
+      case _: Window => "the touched windows' partitions, recomputed"
+      case _ => "recomputed over the touched windows' rows"
+    }
+    def walk(p: LogicalPlan, depth: Int, below: Boolean): Seq[DeltaRules.Step] = {
+      val (ruleName, generic) = DeltaRules.rule(p)
+      val name = p match {
+        case w: WindowTableFunction => s"Window ${w.spec.kind.name}"
+        case _ => ruleName
+      }
+      val own = blockers.collect { case (node, code) if node eq p => code }.distinct
+      val verdicts: Seq[Either[String, String]] = if (own.nonEmpty) own.map(Right(_)) else generic match {
+        case Right(code) if reasons(code) => Seq(Right(code))
+        case _ => Seq(Left(how(p, below, generic)))
+      }
+      verdicts.map(DeltaRules.step(depth, name, p, _)) ++
+        p.children.flatMap(walk(_, depth + 1, below || p.isInstanceOf[WindowTableFunction]))
+    }
+    val steps = walk(plan, 0, below = false)
+    val shown = DeltaRules.reasons(steps).toSet
+    steps ++ blockers.map(_._2).distinct.filterNot(shown).map(r => DeltaRules.Step(0, "output", None, Some(r)))
   }
 
   /**
@@ -325,7 +385,7 @@ object QueryDescription extends PredicateHelper {
       .filterNot(_.operator == "output").map(s => s.copy(depth = s.depth + depth + 1))
     def walk(p: LogicalPlan, depth: Int): Seq[DeltaRules.Step] = p match {
       case a: Aggregate if a.groupingExpressions.exists(DeltaRules.readsValues(_, values)) =>
-        DeltaRules.Step(depth, "Aggregate", None, Some("GROUP_BY_AGGREGATE_VALUE")) +: below(a.child, depth)
+        DeltaRules.step(depth, "Aggregate", a, Right("GROUP_BY_AGGREGATE_VALUE")) +: below(a.child, depth)
       case a: Aggregate =>
         DeltaRules.Step(depth, "Aggregate", Some("the groups the change reaches, combined or recomputed"), None) +:
           below(a.child, depth)
@@ -378,7 +438,7 @@ object QueryDescription extends PredicateHelper {
     val values = DeltaRules.aggregateValues(plan)
     def walk(p: LogicalPlan, depth: Int): Seq[DeltaRules.Step] = p match {
       case w: Window if w.partitionSpec.exists(DeltaRules.readsValues(_, values)) =>
-        Seq(DeltaRules.Step(depth, "Window (OVER)", None, Some("GROUP_BY_AGGREGATE_VALUE")))
+        Seq(DeltaRules.step(depth, "Window (OVER)", w, Right("GROUP_BY_AGGREGATE_VALUE")))
       case w: Window =>
         DeltaRules.Step(depth, "Window (OVER)", Some("the partitions the change reaches, recomputed"), None) +:
           walk(w.child, depth + 1)
