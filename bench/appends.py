@@ -29,8 +29,8 @@ import sys
 import time
 from datetime import datetime, timezone
 
-from bench.refresh import BENCH_DIR, DATA_DIR, InvalidRun
-from bench.report import add_output_arguments, labelled_runs, publish
+from bench.refresh import BENCH_DIR, DATA_DIR
+from bench.report import InvalidRun, add_output_arguments, labelled_runs, reported
 from bench.windows import RESULTS_MD, machine
 
 MV_HOME = DATA_DIR / "mv_home_appends"
@@ -152,13 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", default="current", help="the run's name; a run of the same name is replaced")
     add_output_arguments(parser, RESULTS_JSON)
     args = parser.parse_args(argv)
-    try:
-        runs = labelled_runs(args, RESULTS_JSON, lambda: run(args.cases, args.rows, args.rounds))
-    except InvalidRun as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    publish(args, RESULTS_JSON, RESULTS_MD, "appends", "Large appends: incremental vs full", markdown_table(runs))
-    return 0
+    return reported(args, RESULTS_JSON, RESULTS_MD, "appends", "Large appends: incremental vs full",
+                    lambda: labelled_runs(args, RESULTS_JSON, lambda: run(args.cases, args.rows, args.rounds)),
+                    markdown_table)
 
 
 if __name__ == "__main__":

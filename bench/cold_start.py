@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from bench import refresh as R
-from bench.report import add_output_arguments, publish, results
+from bench.report import InvalidRun, add_output_arguments, reported, results
 from bench.windows import RESULTS_MD, machine
 import mv
 from mv import class_archive
@@ -103,9 +103,9 @@ def _refresh(env: dict) -> dict:
     wall = time.monotonic() - started
     line = REFRESHED.search(done.stdout)
     if done.returncode != 0 or not line:
-        raise R.InvalidRun(f"mv refresh failed ({done.returncode}): {done.stdout[-500:]} {done.stderr[-1500:]}")
+        raise InvalidRun(f"mv refresh failed ({done.returncode}): {done.stdout[-500:]} {done.stderr[-1500:]}")
     if line.group(1) != "INCREMENTAL":
-        raise R.InvalidRun(f"mv refresh did not run incrementally: {line.group(0)}")
+        raise InvalidRun(f"mv refresh did not run incrementally: {line.group(0)}")
     return {"wall_s": round(wall, 2), "refresh_s": float(line.group(2))}
 
 
@@ -148,13 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows = args.rows or (1_000_000 if args.quick else 10_000_000)
     rounds = args.rounds or (2 if args.quick else 3)
-    try:
-        found = results(args, RESULTS_JSON, lambda: run(rows, rounds))
-    except R.InvalidRun as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    publish(args, RESULTS_JSON, RESULTS_MD, "cold-start", "A refresh in a new process", markdown(found))
-    return 0
+    return reported(args, RESULTS_JSON, RESULTS_MD, "cold-start", "A refresh in a new process",
+                    lambda: results(args, RESULTS_JSON, lambda: run(rows, rounds)), markdown)
 
 
 if __name__ == "__main__":

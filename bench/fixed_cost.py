@@ -24,8 +24,8 @@ import sys
 import time
 from datetime import datetime, timezone
 
-from bench.refresh import BENCH_DIR, DATA_DIR, InvalidRun, execution_marker, where_time_went
-from bench.report import add_output_arguments, labelled_runs, publish
+from bench.refresh import BENCH_DIR, DATA_DIR, execution_marker, where_time_went
+from bench.report import InvalidRun, add_output_arguments, labelled_runs, reported
 from bench.windows import RESULTS_MD, machine
 
 MV_HOME = DATA_DIR / "mv_home_fixed_cost"
@@ -189,13 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", default="current", help="the run's name; a run of the same name is replaced")
     add_output_arguments(parser, RESULTS_JSON)
     args = parser.parse_args(argv)
-    try:
-        runs = labelled_runs(args, RESULTS_JSON, lambda: run(args.rounds))
-    except InvalidRun as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    publish(args, RESULTS_JSON, RESULTS_MD, "fixed_cost", "The fixed cost of a refresh", markdown_table(runs))
-    return 0
+    return reported(args, RESULTS_JSON, RESULTS_MD, "fixed_cost", "The fixed cost of a refresh",
+                    lambda: labelled_runs(args, RESULTS_JSON, lambda: run(args.rounds)), markdown_table)
 
 
 if __name__ == "__main__":

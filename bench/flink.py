@@ -47,8 +47,8 @@ from pyspark.sql import functions as F
 from bench.nexmark_data import HISTORY_SHARE, Plan, history_tables
 from bench.nexmark_workloads import WORKLOADS, Workload, _windowed
 from bench.probe import measure
-from bench.refresh import InvalidRun, ResultMismatch, checksum, engine
-from bench.report import add_output_arguments, publish, results
+from bench.refresh import checksum, engine
+from bench.report import InvalidRun, ResultMismatch, add_output_arguments, reported, results
 from bench.streaming import StreamingJob
 from bench.windows import BENCH_DIR, DATA_DIR, RESULTS_MD, machine
 
@@ -441,15 +441,11 @@ def main(argv: list[str] | None = None) -> int:
     add_output_arguments(parser, RESULTS_JSON)
     args = parser.parse_args(argv)
     command = "python -m bench.flink " + " ".join(sys.argv[1:] if argv is None else argv)
-    try:
-        found = results(args, RESULTS_JSON, lambda: run(
+    return reported(args, RESULTS_JSON, RESULTS_MD, "flink", "Side by side with Flink", lambda: results(
+        args, RESULTS_JSON, lambda: run(
             args.bids or (QUICK_BIDS if args.quick else BIDS), args.batch, args.queries.split(","), args.runs,
-            args.windows, args.policy, not args.no_streaming, args.flink_python, args.work.resolve(), command.strip()))
-    except InvalidRun as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    publish(args, RESULTS_JSON, RESULTS_MD, "flink", "Side by side with Flink", markdown(found))
-    return 0
+            args.windows, args.policy, not args.no_streaming, args.flink_python, args.work.resolve(), command.strip())),
+        markdown)
 
 
 if __name__ == "__main__":

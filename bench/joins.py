@@ -42,9 +42,9 @@ import statistics
 import sys
 import time
 from datetime import datetime, timezone
-from pathlib import Path
 
-from bench.refresh import BENCH_DIR, DATA_DIR, InvalidRun
+from bench.refresh import BENCH_DIR, DATA_DIR
+from bench.report import InvalidRun
 from bench.report import rewrite_section
 from bench.windows import RESULTS_MD, machine
 

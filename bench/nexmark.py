@@ -38,7 +38,8 @@ from bench import nexmark_check, nexmark_report
 from bench.nexmark_data import BATCHES, Plan, append_batch, change_batch, history_tables, source_table
 from bench.nexmark_workloads import WORKLOADS
 from bench.probe import measure
-from bench.refresh import InvalidRun, engine
+from bench.refresh import engine
+from bench.report import InvalidRun
 from bench.streaming import StreamingJob
 from bench.windows import DATA_DIR, machine
 

@@ -21,7 +21,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from bench.nexmark_workloads import Workload
-from bench.refresh import ResultMismatch, checksum
+from bench.refresh import checksum
+from bench.report import ResultMismatch
 
 
 def check(spark, workload: Workload, source: str, contenders: dict) -> dict:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -31,7 +30,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench.report import add_output_arguments, publish, results
+from bench.report import InvalidRun, ResultMismatch, add_output_arguments, reported, results
 from bench.windows import RESULTS_MD, machine
 from mv import progress
 
@@ -90,14 +89,6 @@ class Batch:
     @classmethod
     def of(cls, rows: int, spread: str, pace: float) -> "Batch":
         return cls(round(rows * APPENDS), round(rows * UPDATES), round(rows * DELETES), spread, pace)
-
-
-class InvalidRun(AssertionError):
-    """The run did not measure what it claims to, so its times mean nothing."""
-
-
-class ResultMismatch(InvalidRun):
-    """A view differs from its query recomputed from scratch."""
 
 
 def bids(spark, rows: int, first_us: int, span_us: int, salt: int):
@@ -712,13 +703,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--sizes must include {SCALE_SHARE}: (c) and the phase table are of that change")
     rows = args.rows or (1_000_000 if args.quick else 10_000_000)
     rounds = args.rounds or (2 if args.quick else 3)
-    try:
-        found = results(args, RESULTS_JSON, lambda: run(rows, rounds, args.uniform_rounds, args.sizes))
-    except InvalidRun as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    publish(args, RESULTS_JSON, RESULTS_MD, "refresh", "Incremental refresh vs full refresh", markdown_table(found))
-    return 0
+    return reported(args, RESULTS_JSON, RESULTS_MD, "refresh", "Incremental refresh vs full refresh",
+                    lambda: results(args, RESULTS_JSON, lambda: run(rows, rounds, args.uniform_rounds, args.sizes)),
+                    markdown_table)
 
 
 def _shares(text: str) -> tuple[float, ...]:

@@ -7,8 +7,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
+
+
+class InvalidRun(AssertionError):
+    """The run did not measure what it claims to, so its times mean nothing."""
+
+
+class ResultMismatch(InvalidRun):
+    """A view differs from its query recomputed from scratch."""
 
 
 def rewrite_section(path: Path, name: str, title: str, markdown: str) -> None:
@@ -69,3 +78,22 @@ def publish(args: argparse.Namespace, default_json: Path, results_md: Path, name
     if args.render or args.json.resolve() == default_json.resolve():
         rewrite_section(results_md, name, title, markdown)
     print(markdown)
+
+
+def reported(args: argparse.Namespace, default_json: Path, results_md: Path, name: str, title: str,
+             measure: Callable[[], Any], markdown: Callable[[Any], str]) -> int:
+    """A benchmark's exit code: its results (`measure()`, e.g. `labelled_runs` or `results`)
+    published as `markdown` of them (publish), 0; or 1 when the run was invalid (InvalidRun), with
+    its reason on stderr and nothing published.
+
+    Example:
+        >>> return reported(args, RESULTS_JSON, RESULTS_MD, "fixed_cost", "The fixed cost of a refresh",
+        ...                 lambda: labelled_runs(args, RESULTS_JSON, lambda: run(args.rounds)), markdown_table)
+    """
+    try:
+        found = measure()
+    except InvalidRun as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    publish(args, default_json, results_md, name, title, markdown(found))
+    return 0
