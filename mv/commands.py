@@ -331,7 +331,7 @@ def explain(spark: SparkSession, statement: Explain) -> list[tuple]:
             ("strategy", strategy),
             ("sources", ", ".join(info.source_tables)), ("row_key", ", ".join(info.group_by or info.partition_by or [])),
             ("estimate", weighed.describe() if weighed else unweighed)] + _last_refresh(spark, view, previous) \
-        + _terms(info) + _operators(info) + deploy
+        + _terms(info) + _operators(info, plan.blockers(view, info)) + deploy
 
 
 def _last_refresh(spark: SparkSession, view: View, create: str | None) -> list[tuple]:
@@ -365,12 +365,16 @@ def _terms(info) -> list[tuple]:
     return [("terms", line)]
 
 
-def _operators(info) -> list[tuple]:
+def _operators(info, blockers: list[str]) -> list[tuple]:
     """EXPLAIN's `operator` rows: each operator, indented by its depth, with its rule (how a change
     reaches the view through it) or the reason code that makes the view refresh in full
-    (mv/jvm/DeltaRules.scala; a windowed query's, mv/jvm/QueryDescription.scala's windowSteps)."""
+    (mv/jvm/DeltaRules.scala; a windowed query's, mv/jvm/QueryDescription.scala's windowSteps);
+    then a `query` row for each of the view's `blockers` no operator gives (plan.py's, such as
+    SOURCE_NOT_DELTA or SESSION_KEYS_NOT_SOURCE_AND_OUTPUT_COLUMNS)."""
+    given = {s["reason"] for s in info.explained}
     return [("operator", f"{'  ' * s['depth']}{s['operator']}: {s['rule'] or s['reason'] + at_fragment(s)}")
-            for s in info.explained]
+            for s in info.explained] + [("operator", f"query: {code}") for code in dict.fromkeys(blockers)
+                                        if code not in given]
 
 
 def _deploy_action(spark: SparkSession, declared: statements.Definition) -> str:

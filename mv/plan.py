@@ -47,11 +47,11 @@ def plan(view: View, info: QueryInfo, previous: RefreshState | None, full: bool 
         if policy.startswith("INCREMENTAL"):
             raise errors.query_definition_changed(view.name)
         return Plan("full", "QUERY_DEFINITION_CHANGED")
-    blockers = _blockers(view, info)
-    if blockers:
+    found = blockers(view, info)
+    if found:
         if policy == "INCREMENTAL STRICT":
-            raise errors.not_incremental(view.name, blockers, {r: info.located(r) for r in blockers})
-        return Plan("full", ",".join(dict.fromkeys(blockers)))
+            raise errors.not_incremental(view.name, found, {r: info.located(r) for r in found})
+        return Plan("full", ",".join(dict.fromkeys(found)))
     return Plan("incremental", "CHANGES_ONLY")
 
 
@@ -66,10 +66,10 @@ def kept_incrementally(view: View, info: QueryInfo, chosen: Plan) -> bool:
     """
     if chosen.technique == "incremental":
         return True
-    return view.definition.policy != "FULL" and not _blockers(view, info)
+    return view.definition.policy != "FULL" and not blockers(view, info)
 
 
-def _blockers(view: View, info: QueryInfo) -> list[str]:
+def blockers(view: View, info: QueryInfo) -> list[str]:
     """Why `view`'s query is not kept incrementally: the description's reasons, then the engine's."""
     return list(info.reasons) + incremental_blockers(info, bool(view.definition.watermark_column))
 

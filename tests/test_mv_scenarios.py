@@ -737,15 +737,19 @@ def test_show_describe_explain_and_drop(spark, given):
     assert extended["last_refresh_id"] == "2" and extended["last_refresh.late_rows"] == "1"
     assert extended["watermark_micros"] == str(1704068700 * 1_000_000)  # 00:25
 
-    explained = dict(map(tuple, run(spark, f"EXPLAIN MATERIALIZED VIEW {view}")))
+    rows = [tuple(r) for r in run(spark, f"EXPLAIN MATERIALIZED VIEW {view}")]
+    explained = dict(r for r in rows if r[0] != "operator")
     assert explained.pop("last_refresh").startswith("2: incremental (")   # with its seconds, which vary
+    assert ("operator", "  Window TUMBLE: each changed row's windows, touched") in rows
     assert explained == {
         "technique": "incremental", "reason": "CHANGES_ONLY", "shape": "window",
         "strategy": "windows: the windows the change touches, combined or recomputed",
         "sources": f"spark_catalog.default.{bids}", "row_key": "window_start, window_end, item",
         "estimate": "none: nothing to weigh (no pending change, a full refresh, or not a window query)"}
-    explained = dict(map(tuple, run(spark, f"EXPLAIN MATERIALIZED VIEW {sessions}")))
+    rows = [tuple(r) for r in run(spark, f"EXPLAIN MATERIALIZED VIEW {sessions}")]
+    explained = dict(r for r in rows if r[0] != "operator")
     assert (explained["technique"], explained["reason"]) == ("full", "SESSION_KEYS_NOT_SOURCE_AND_OUTPUT_COLUMNS")
+    assert rows[-1] == ("operator", "query: SESSION_KEYS_NOT_SOURCE_AND_OUTPUT_COLUMNS")  # a reason no operator gives
 
     run(spark, f"DROP MATERIALIZED VIEW {view}")
 
