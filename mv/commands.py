@@ -105,7 +105,7 @@ def _validate(spark: SparkSession, statement: Create) -> QueryInfo:
     if d.policy == "INCREMENTAL STRICT":
         blockers = info.reasons + plan.incremental_blockers(info, bool(d.watermark_column))
         if blockers:
-            raise errors.not_incremental(d.name, blockers, {r: info.located(r) for r in blockers})
+            raise errors.not_incremental(d.name, blockers, info.located)
     return info
 
 

@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 
 class MvError(Exception):
@@ -133,10 +134,10 @@ def interval(text: str, reason: str) -> MvError:
                    "Use a positive day-time interval, e.g. INTERVAL '5' MINUTES.", interval=text)
 
 
-def not_incremental(view: str, reasons: list[str], places: dict[str, str | None] | None = None) -> MvError:
-    """`reasons`, each with the operator and fragment of the query it comes from (`places`) when one does."""
-    where = places or {}
-    found = [f"{r} ({where[r]})" if where.get(r) else r for r in dict.fromkeys(reasons)]
+def not_incremental(view: str, reasons: list[str], located: Callable[[str], str | None] = lambda _: None) -> MvError:
+    """`reasons`, each with the operator and fragment of the query it comes from when one does
+    (`located`: QueryInfo.located)."""
+    found = [f"{r} ({where})" if (where := located(r)) else r for r in dict.fromkeys(reasons)]
     return MvError("MV_NOT_INCREMENTAL",
                    f"{view} cannot be refreshed incrementally: {'; '.join(found)}.",
                    "Use REFRESH POLICY AUTO to fall back to a full refresh, or change the query.",

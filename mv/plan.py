@@ -50,7 +50,7 @@ def plan(view: View, info: QueryInfo, previous: RefreshState | None, full: bool 
     found = blockers(view, info)
     if found:
         if policy == "INCREMENTAL STRICT":
-            raise errors.not_incremental(view.name, found, {r: info.located(r) for r in found})
+            raise errors.not_incremental(view.name, found, info.located)
         return Plan("full", ",".join(dict.fromkeys(found)))
     return Plan("incremental", "CHANGES_ONLY")
 

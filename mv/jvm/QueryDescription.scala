@@ -77,13 +77,18 @@ object QueryDescription extends PredicateHelper {
     var maintenance = Seq.empty[DeltaRules.Step]
     val outputRoles = plan.output.flatMap(a => roles.get(a.exprId)).toSet
     val windowed = outputRoles.contains("window_start") && outputRoles.contains("window_end")
+    // Each operator keeping a windowed query from going window by window, with its code: the
+    // reasons, and EXPLAIN's rows (windowSteps).
+    lazy val blockers = windowBlockers(plan, windows)
+    // Kept window by window (or refreshed in full), not by the groups the change reaches.
+    def byWindows = maintenance.isEmpty || DeltaRules.reasons(maintenance).nonEmpty
     val shape = if (windows.nonEmpty && windowed) {
-      val found = windowReasons(plan, windows)
+      val found = blockers.map(_._2).distinct
       // Windows over joins or unions, grouped: their groups are found by the change, as a GROUP BY's.
       if (found.nonEmpty && found.forall(joinedWindowReasons.contains) && groupBy(plan).isDefined) {
         maintenance = groupsByChange(plan)
       }
-      if (maintenance.isEmpty || DeltaRules.reasons(maintenance).nonEmpty) reasons ++= found
+      if (byWindows) reasons ++= found
       "window"
     } else if (windows.isEmpty && (topAggregate(plan).isDefined || topDistinct(plan).isDefined)) {
       // Through OVER (...) functions (Esper's data windows among them) a row's result depends on
@@ -109,8 +114,8 @@ object QueryDescription extends PredicateHelper {
       if (missing.isEmpty) "rows" else "other"
     }
     // EXPLAIN's operator rows: the delta rules' steps, or a query's window by window.
-    val explained = if (shape == "window" && (maintenance.isEmpty || DeltaRules.reasons(maintenance).nonEmpty)) {
-      windowSteps(plan, windows, reasons.toSet, combinable)
+    val explained = if (shape == "window" && byWindows) {
+      windowSteps(plan, windows, blockers, reasons.toSet, combinable)
     } else maintenance
     Map(
       "shape" -> shape,
@@ -280,14 +285,10 @@ object QueryDescription extends PredicateHelper {
   private val joinedWindowReasons =
     Set("JOIN_NOT_ON_WINDOW", "WINDOW_OVER_SEVERAL_SOURCES", "WINDOW_INPUT_NOT_ROW_BY_ROW", "SET_OPERATION")
 
-  /** Why a windowed query is still not kept window by window: `windowBlockers`' codes, each once. */
-  private def windowReasons(plan: LogicalPlan, windows: Seq[WindowTableFunction]): Seq[String] =
-    windowBlockers(plan, windows).map(_._2).distinct
-
   /**
    * Each operator that keeps a windowed query from being kept window by window, with its reason
-   * code, in the order they are reported (the first is a full refresh's reason): EXPLAIN names
-   * the operator (`windowSteps`).
+   * code, in the order they are reported (the first is a full refresh's reason; each code once
+   * makes the view's reasons): EXPLAIN names the operator (`windowSteps`).
    */
   private def windowBlockers(plan: LogicalPlan, windows: Seq[WindowTableFunction]): Seq[(LogicalPlan, String)] = {
     val found = mutable.ArrayBuffer[(LogicalPlan, String)]()
@@ -331,13 +332,12 @@ object QueryDescription extends PredicateHelper {
   /**
    * EXPLAIN's steps for a query kept window by window (mv/window_refresh.py, mv/session_refresh.py):
    * each operator, top first, with how a change reaches the view through it, or the reason code
-   * that makes the view refresh in full (`windowBlockers`, or one of the plan's `reasons` its
+   * that makes the view refresh in full (`blockers`: windowBlockers', or one of the plan's `reasons` its
    * operator causes: a non-deterministic function, LIMIT). Operators above the window function
    * are recomputed over the windows the change touches; those below it pass rows through.
    */
-  private def windowSteps(plan: LogicalPlan, windows: Seq[WindowTableFunction], reasons: Set[String],
-      combinable: Boolean): Seq[DeltaRules.Step] = {
-    val blockers = windowBlockers(plan, windows)
+  private def windowSteps(plan: LogicalPlan, windows: Seq[WindowTableFunction],
+      blockers: Seq[(LogicalPlan, String)], reasons: Set[String], combinable: Boolean): Seq[DeltaRules.Step] = {
     val sessions = windows.exists(_.spec.kind.name == "SESSION")
     def how(p: LogicalPlan, below: Boolean, generic: Either[String, String]): String = p match {
       case _: LogicalRelation => "its change feed, signed: the windows its changed rows fall in"
