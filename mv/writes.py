@@ -26,7 +26,9 @@ class Write:
     `target_filter`), or state: no rows, only the new state. `reached`: the view's rows a merge
     reaches (`reached_rows`), already read, `located`, at the version the refresh started from
     (`read_version`). `fresh`: a key column whose rows beyond the view's files' greatest value
-    there are inserted without matching (a window newer than the view's; `merge`)."""
+    there are inserted without matching (a window newer than the view's; `merge`). `unmatched`: a
+    condition on the rows that `on` never lets match (a replacement's rows to insert), whose rows
+    are inserted without matching too (`delete_matched_insert_rest`)."""
     mode: str
     rows: DataFrame | None = None
     on: str | None = None
@@ -35,6 +37,7 @@ class Write:
     target_filter: str | None = None
     reached: DataFrame | None = None
     fresh: str | None = None
+    unmatched: str | None = None
 
     def spec(self, rows_view: str | None, reached_view: str | None = None, read_at: int | None = None) -> dict:
         """The commit statement's spec, with the rows as the temporary view `rows_view` and the
@@ -42,7 +45,7 @@ class Write:
         clauses = {"on": self.on, "delete_matched": self.delete_matched, "delete_missing": self.delete_missing,
                    "target_filter": self.target_filter, "reached": reached_view,
                    "reached_version": read_at if reached_view else None,
-                   "fresh": self.fresh} if self.mode == "merge" else {}
+                   "fresh": self.fresh, "unmatched": self.unmatched} if self.mode == "merge" else {}
         return {"mode": self.mode, "rows": rows_view, **clauses}
 
 
@@ -140,8 +143,14 @@ def delete_matched_insert_rest(run: Run, source: DataFrame, on: str, span: tuple
                                within: str | None = None) -> Write:
     """The merge of a replacement: view rows that match a source row `on` are deleted; the source's
     rows marked 'insert' (which `on` never matches) are inserted. `span`: window starts the
-    matched rows lie in, or `within`, a condition they meet, so the view's other files are skipped."""
-    return Write("merge", source, on, delete_matched=True, target_filter=within or start_range(run, span, None))
+    matched rows lie in, or `within`, a condition they meet, so the view's other files are skipped.
+    Unless the change is small enough for the driver to match it whole (`matched_locally`), the rows
+    to insert are written apart from the matching (`Write.unmatched`): Nexmark's q0 at 1M bids, a
+    change round of 32,000 rows (7,000 taken away) sent them all through the distributed full outer
+    join with the 7,000 view rows they reach, 0.7 s of a 1.4 s commit."""
+    unmatched = None if matched_locally(run) else f"{OP} = 'insert'"
+    return Write("merge", source, on, delete_matched=True, target_filter=within or start_range(run, span, None),
+                 unmatched=unmatched)
 
 
 def replace_rows(run: Run, kept: str) -> Write:

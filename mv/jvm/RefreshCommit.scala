@@ -45,7 +45,8 @@ import io.mvengine.{InternalColumns => IC}  // the helper columns beside the vie
  *  - source rows matching no view row: inserted if `__mv_op` is 'upsert' or 'insert'. Those that
  *    can match none are inserted without the matching (`freshRows`): all of them when no view
  *    file can hold a match, else, given `fresh` (a column `on` compares with `<=>`), those whose
- *    value there is beyond every candidate file's maximum (a window newer than the view's).
+ *    value there is beyond every candidate file's maximum (a window newer than the view's), and
+ *    given `unmatched`, those meeting it (a replacement's rows to insert, which ON never matches).
  *
  * It also overwrites an EMIT ON WINDOW CLOSE view's `<view>__open` table (mv/open_windows.py), its
  * state there the id of the rows it writes, which the view's state then names.
@@ -68,7 +69,7 @@ object RefreshCommit extends DeltaCommand {
   case class Spec(view: String, mode: String, rows: Option[String], on: Option[String], deleteMatched: Boolean,
       deleteMissing: Option[String], targetFilter: Option[String], refreshId: Long, expected: Option[String],
       state: String, reached: Option[String] = None, reachedVersion: Option[Long] = None,
-      fresh: Option[String] = None)
+      fresh: Option[String] = None, unmatched: Option[String] = None)
 
   /** The statement, if `sqlText` is one: its spec, from the string literal after the keyword. */
   def parse(sqlText: String, literal: String => String): Option[RefreshCommitCommand] = {
@@ -79,7 +80,7 @@ object RefreshCommit extends DeltaCommand {
     Some(RefreshCommitCommand(Spec(json.get("view").asText, json.get("mode").asText, opt("rows"), opt("on"),
       opt("delete_matched").contains("true"), opt("delete_missing"), opt("target_filter"),
       json.get("refresh_id").asLong, opt("expected"), json.get("state").asText, opt("reached"),
-      opt("reached_version").map(_.toLong), opt("fresh"))))
+      opt("reached_version").map(_.toLong), opt("fresh"), opt("unmatched"))))
   }
 
   case class RefreshCommitCommand(spec: Spec) extends LeafRunnableCommand {
@@ -218,14 +219,15 @@ object RefreshCommit extends DeltaCommand {
     val fresh = freshRows(spark, spec, txn, candidates)
     if (candidates.isEmpty) return withFresh(spark, spec, txn, columns, (Nil, Counts()), fresh)
     val (marked, whole) = candidates.partition(DeletionVectors.markable(spark, txn))
-    val narrowing = marked.nonEmpty && spec.deleteMissing.isEmpty && spec.on.isDefined
-    val reached = if (narrowing) reachedRows(spark, spec, log, txn, whole) else None
+    val reached = reachedRows(spark, spec, txn, whole)
+    val narrowing = reached.isEmpty && marked.nonEmpty && spec.deleteMissing.isEmpty && spec.on.isDefined
     val matchable = fresh.map(f => !coalesce(f, lit(false)))
-    val (source, small, sized) = sourceRows(spark, spec, narrowing && reached.isEmpty, matchable)
+    val (source, small, sized) = sourceRows(spark, spec, narrowing, matchable)
     val cached = mutable.ListBuffer[DataFrame]() ++ sized
     try {
-      val target = candidateRows(spark, spec, log, txn, whole, marked, source, small, reached, cached)
-      val merged = mergeRows(spark, spec, txn, log, columns, candidates, whole, marked, target, source)
+      val target = reached.getOrElse(candidateRows(spark, spec, log, txn, whole, marked, source, small, cached))
+      val merged = mergeRows(spark, spec, txn, log, columns, candidates, whole, marked, target, source,
+        copied = reached.isDefined)
       withFresh(spark, spec, txn, columns, merged, fresh)
     } finally cached.foreach(_.unpersist())
   }
@@ -234,7 +236,9 @@ object RefreshCommit extends DeltaCommand {
 
   /** Which source rows can match no `candidates` row, so are inserts known without the matching:
    *  all of them when there is no candidate, else, for a `fresh` column, those whose value is
-   *  beyond the greatest the candidates' statistics allow. None: every row is matched.
+   *  beyond the greatest the candidates' statistics allow, and those meeting `unmatched` (a
+   *  condition on the source's columns that ON never lets match: a replacement's rows to insert).
+   *  None: every row is matched.
    *
    *  Why: a 500,000-row append to a TUMBLE view over 2.5M rows touches 50,000 windows, all but
    *  the first new; sent through the full outer join with the view's rows and its cache, the
@@ -243,7 +247,11 @@ object RefreshCommit extends DeltaCommand {
       : Option[Column] =
     if (!spark.conf.get(FreshInsertsConf, "true").toBoolean) None  // off: every row matched (an oracle)
     else if (candidates.isEmpty) Some(lit(true))
-    else for {
+    else (beyond(spec, txn, candidates) ++ spec.unmatched.map(expr)).reduceOption(_ || _)
+
+  /** The source rows whose `fresh` column is beyond the greatest value the candidates' statistics allow. */
+  private def beyond(spec: Spec, txn: OptimisticTransaction, candidates: Seq[AddFile]): Option[Column] =
+    for {
       name <- spec.fresh
       field <- txn.metadata.schema.fields.find(_.name.equalsIgnoreCase(name))
       bound <- SmallDeltaScans.upperBound(candidates, field.name, field.dataType)
@@ -308,15 +316,17 @@ object RefreshCommit extends DeltaCommand {
   }
 
   /** The merge's body, over the view's `candidates` (files read `whole` or `marked` deleted row by
-   *  row) and their rows `target` (candidateRows). */
+   *  row) and their rows `target` (candidateRows); or, `copied`, the rows a source row reaches in
+   *  any of them (reachedRows), the files it rewrites whole then copied but for the rows it changes. */
   private def mergeRows(spark: SparkSession, spec: Spec, txn: OptimisticTransaction, log: DeltaLog,
       columns: Seq[String], candidates: Seq[AddFile], whole: Seq[AddFile], marked: Seq[AddFile],
-      target: DataFrame, source: DataFrame): (Seq[Action], Counts) = {
-    // The rows of the files read whole, if their statistics count them; marked files are read filtered.
-    val wholeRows = if (whole.forall(_.numLogicalRecords.isDefined)) Some(whole.flatMap(_.numLogicalRecords).sum)
-      else None
-    val local = LocalMerge.classify(spark, spec, columns, target, LocalMerge.TargetSize(wholeRows, marked.nonEmpty),
-      source)
+      target: DataFrame, source: DataFrame, copied: Boolean): (Seq[Action], Counts) = {
+    // The rows of the files read whole, if their statistics count them; marked files are read
+    // filtered, as reached rows are: only reading them counts those.
+    val wholeRows = if (copied) Some(0L) else if (whole.forall(_.numLogicalRecords.isDefined))
+      Some(whole.flatMap(_.numLogicalRecords).sum) else None
+    val local = LocalMerge.classify(spark, spec, columns, target,
+      LocalMerge.TargetSize(wholeRows, copied || marked.nonEmpty), source)
     val (classified, perFile) = local.map(c => (c.rows, c.perFile)).getOrElse(classify(spec, columns, target, source))
     try {
       val changed = perFile.filter(p => p.file.isDefined && (p.action == "update" || p.action == "delete"))
@@ -329,15 +339,20 @@ object RefreshCommit extends DeltaCommand {
       def rowsOf(action: String, files: Option[Seq[String]] = None): Long = perFile.collect {
         case p if p.action == action && files.forall(fs => p.file.exists(fs.contains)) => p.rows }.sum
       val rewritten = classified.where(col(IC.Action).isin("insert", "update") ||
-        (col(IC.File).isin(rewrittenWhole: _*) && col(IC.Action) === "keep"))
-      val data = rewritten.select(when(col(IC.Action) === "keep", col(IC.Old)).otherwise(col(IC.New)).as("r"))
+        (lit(!copied) && col(IC.File).isin(rewrittenWhole: _*) && col(IC.Action) === "keep"))
+      val fromMerge = rewritten.select(when(col(IC.Action) === "keep", col(IC.Old)).otherwise(col(IC.New)).as("r"))
         .select(columns.map(c => col(s"r.${quoted(c)}")): _*)
+      val gone = changed.filter(p => rewrittenWhole.contains(p.file.get))
+      val data = if (!copied || rewrittenWhole.isEmpty) fromMerge
+        else fromMerge.unionByName(keptRows(spark, log, txn, columns, rewrittenWhole.map(touched), gone))
       val feed = touched.nonEmpty && CDCReader.isCDCEnabledOnTable(txn.metadata, spark)
-      val (inserted, updated, copied) = (rowsOf("insert"), rowsOf("update"), rowsOf("keep", Some(rewrittenWhole)))
+      val kept = if (!copied) rowsOf("keep", Some(rewrittenWhole))
+        else rewrittenWhole.flatMap(f => touched(f).numLogicalRecords).sum - gone.map(_.rows).sum
+      val (inserted, updated) = (rowsOf("insert"), rowsOf("update"))
       val written = txn.writeFiles((if (feed) withChangeFeed(data, classified, columns) else data)
-        .coalesce(filesFor(inserted + updated + copied)))
+        .coalesce(filesFor(inserted + updated + kept)))
       val removed = rewrittenWhole.map(f => touched(f).remove)
-      val counts = Counts(inserted, updated, rowsOf("delete"), copied, perFile.map(_.fromSource).sum,
+      val counts = Counts(inserted, updated, rowsOf("delete"), kept, perFile.map(_.fromSource).sum,
         written.count(_.isInstanceOf[AddFile]).toLong, removed.size.toLong,
         markedRows.count(_._1.deletionVector == null).toLong, markedRows.count(_._1.deletionVector != null).toLong)
       (written ++ removed ++ DeletionVectors.mark(log, txn, markedRows), counts)
@@ -356,39 +371,55 @@ object RefreshCommit extends DeltaCommand {
    *  file to find out, and the classifying join read them all again (bench/refresh.py, 1% over
    *  seven days: 2.9M view rows read twice for 22,971, 1.8 s). */
   private def candidateRows(spark: SparkSession, spec: Spec, log: DeltaLog, txn: OptimisticTransaction,
-      whole: Seq[AddFile], marked: Seq[AddFile], source: DataFrame, small: Boolean, given: Option[DataFrame],
+      whole: Seq[AddFile], marked: Seq[AddFile], source: DataFrame, small: Boolean,
       cached: mutable.ListBuffer[DataFrame]): DataFrame = {
     val indexed = DeletionVectorUtils.deletionVectorsReadable(txn.snapshot)
-    def rows(files: Seq[AddFile]): DataFrame = {
-      val frame = SmallDeltaScans.frame(spark, log, txn.snapshot, files)
-      // by the metadata column itself: a view column named _metadata would shadow the name
-      frame.withColumn(IC.File, input_file_name())
-        .withColumn(IC.Row, if (indexed) frame.metadataColumn("_metadata").getField("row_index") else lit(-1L))
-    }
+    def rows(files: Seq[AddFile]): DataFrame = located(spark, log, txn, files, indexed)
     if (marked.isEmpty) rows(whole)
     else {
-      lazy val filtered = spec.targetFilter.foldLeft(rows(marked))((frame, f) => frame.where(expr(f)))
-      val reached = given.getOrElse(if (!small) filtered else {
+      val filtered = spec.targetFilter.foldLeft(rows(marked))((frame, f) => frame.where(expr(f)))
+      val reached = if (!small) filtered else {
         val narrowed = filtered.as("t").join(broadcast(source.as("s")), expr(spec.on.get), "left_semi")
         cached += narrowed.persist(StorageLevel.MEMORY_AND_DISK)
         narrowed
-      })
+      }
       if (whole.isEmpty) reached else rows(whole).unionByName(reached)
     }
   }
 
-  /** The view rows the merge reaches in the files it marks, as the refresh read them before the
-   *  commit (the spec's `reached`: the view's rows meeting `target_filter` and `on` with some source
-   *  row, with `__mv_file` and `__mv_row`, writes.reached_rows), when it read the version this
-   *  transaction reads: the view is then not read again here. Rows of files read whole are left
-   *  out (every row of those is read). None for another version: the commit reads them itself. */
-  private def reachedRows(spark: SparkSession, spec: Spec, log: DeltaLog, txn: OptimisticTransaction,
-      whole: Seq[AddFile]): Option[DataFrame] =
-    spec.reached.filter(_ => spec.reachedVersion.contains(txn.readVersion)).map { name =>
-      val wholePaths = generateCandidateFileMap(log.dataPath, whole).keys.toSeq  // as input_file_name() names them
-      val reached = spark.table(name)
-      if (wholePaths.isEmpty) reached else reached.where(!col(IC.File).isin(wholePaths: _*))
-    }
+  /** The rows of `files` with their file (`__mv_file`) and, `indexed`, row index in it (`__mv_row`; else -1). */
+  private def located(spark: SparkSession, log: DeltaLog, txn: OptimisticTransaction, files: Seq[AddFile],
+      indexed: Boolean): DataFrame = {
+    val frame = SmallDeltaScans.frame(spark, log, txn.snapshot, files)
+    // by the metadata column itself: a view column named _metadata would shadow the name
+    frame.withColumn(IC.File, input_file_name())
+      .withColumn(IC.Row, if (indexed) frame.metadataColumn("_metadata").getField("row_index") else lit(-1L))
+  }
+
+  /** The rows of `files`, rewritten whole, that the merge keeps: all but those `gone` (updated or
+   *  deleted), by their row index, as the view's columns. */
+  private def keptRows(spark: SparkSession, log: DeltaLog, txn: OptimisticTransaction, columns: Seq[String],
+      files: Seq[AddFile], gone: Seq[FileRows]): DataFrame = {
+    import spark.implicits._
+    val dropped = gone.flatMap(p => p.rowIndexes.map(i => (p.file.get, i))).toDF(IC.File, IC.Row)
+    located(spark, log, txn, files, indexed = true).join(broadcast(dropped), Seq(IC.File, IC.Row), "left_anti")
+      .select(columns.map(c => col(quoted(c))): _*)
+  }
+
+  /** The view rows a source row reaches (`on`), as the refresh read them before the commit: the
+   *  spec's `reached` (writes.reached_rows: the view's rows meeting `target_filter` and matching
+   *  some source row, with `__mv_file` and `__mv_row`), when it read the version this transaction
+   *  reads and the merge deletes no row a source row misses. The view is then not read again for
+   *  the matching: only those rows are classified, and a file rewritten whole is copied but for the
+   *  rows the merge changes (keptRows), its other rows never joined. Nexmark's q0 at 1M bids: a
+   *  change that took 7,000 rows from the view sent the 28,000 rows of the small files its earlier
+   *  refreshes wrote through the distributed join with them (0.7-1.0 s), over LocalMerge's limit.
+   *  None for another version, or when a file read whole has no row count: the commit reads the
+   *  view itself. */
+  private def reachedRows(spark: SparkSession, spec: Spec, txn: OptimisticTransaction, whole: Seq[AddFile])
+      : Option[DataFrame] =
+    spec.reached.filter(_ => spec.reachedVersion.contains(txn.readVersion) && spec.deleteMissing.isEmpty &&
+      spec.on.isDefined && whole.forall(_.numLogicalRecords.isDefined)).map(spark.table)
 
   /** The distributed classification: a full outer join of the view's candidate rows and the
    *  source's, cached, and its rows per action and file (one pass gives the files to rewrite,
