@@ -104,8 +104,9 @@ def merge(run: Run, recomputed: DataFrame, current: DataFrame | None, delete_mis
 def matched_locally(run: Run) -> bool:
     """Whether the change read has at most half of `mv.localMergeRows` rows (20,000), so the new rows
     of its windows are few enough for the commit to match them all in the driver (LocalMerge.scala),
-    in the job that writes them: inserting the new windows' rows apart is a second write job there
-    (bench/fixed_cost.py's 1,000-row append: 0.16 s more, 1.2 s against 0.9 s a refresh). Half: the
+    in the job that writes them: inserting the new windows' rows apart costs a job there to count
+    them first (then they go in the same write; as a write of their own, bench/fixed_cost.py's
+    1,000-row append took 0.16 s more, 1.2 s against 0.9 s a refresh). Half: the
     windows recomputed hold the change's rows and those of the windows it shares with the view, and
     the view's file they reach about as many again; over the limit on either side LocalMerge gives up
     and the whole append goes through the distributed join (bench.appends' one_percent, 20,000 rows,

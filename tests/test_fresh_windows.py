@@ -82,7 +82,7 @@ def test_windows_newer_than_the_view_are_inserted_unmatched_as_a_merge_would(spa
     assert changes.where("_change_type = 'insert'").count() == outcomes[0].rows_inserted
     added = [int(spark.sql(f"DESCRIBE HISTORY {v} LIMIT 1").first().operationMetrics["numTargetFilesAdded"])
              for v in views]
-    assert added[1] == 1 < added[0]  # the new windows' rows written apart from the matched ones
+    assert added == [1, 1]  # the new windows' rows written by the merge's own write, as the matched ones
 
 
 def test_a_merge_whose_view_rows_are_all_skipped_inserts_every_new_row(spark, given, matched_twin):

@@ -241,6 +241,30 @@ def test_a_change_that_leaves_a_row_as_it_was_does_not_touch_it(spark, tables):
     assert bag(spark, view) == Counter({(1, "books"): 1})
 
 
+def test_a_retraction_rewrites_the_small_files_it_reaches_and_leaves_the_others(spark, tables):
+    """The commit classifies only the view rows the refresh found its retraction reaches
+    (RefreshCommit.reachedRows): a small file holding one is copied but for it, by row index, and
+    the files holding none are not touched; the change feed shows the retraction alone."""
+    tables.run("INSERT INTO {auctions} VALUES (1, 'books')")
+    tables.run("INSERT INTO {bids} VALUES (1, 1, 20), (2, 1, 30)")
+    view = tables.view("joined")                                  # a file of bids 1 and 2
+    for rows in ("(3, 1, 40), (4, 1, 50)", "(5, 1, 60)"):        # a file per append: 3 and 4, then 5
+        tables.run(f"INSERT INTO {{bids}} VALUES {rows}")
+        assert refreshed(spark, view).technique == "incremental"
+    files = {r.id: r.f for r in spark.sql(f"SELECT id, input_file_name() AS f FROM {view}").collect()}
+    tables.run("DELETE FROM {bids} WHERE id = 3")
+
+    outcome = refreshed(spark, view)
+    assert (outcome.technique, outcome.rows_deleted, outcome.rows_inserted) == ("incremental", 1, 0)
+    metrics = spark.sql(f"DESCRIBE HISTORY {view} LIMIT 1").first().operationMetrics
+    assert (metrics["numTargetFilesRemoved"], metrics["numTargetRowsCopied"], metrics["numTargetFilesAdded"]) == \
+        ("1", "1", "1")                                           # bid 3's file, bid 4 copied
+    after = {r.id: r.f for r in spark.sql(f"SELECT id, input_file_name() AS f FROM {view}").collect()}
+    assert {i: after[i] for i in (1, 2, 5)} == {i: files[i] for i in (1, 2, 5)} and after[4] != files[4]
+    assert bag(spark, view) == Counter({(1, 40, "books"): 1, (2, 60, "books"): 1, (4, 100, "books"): 1,
+                                        (5, 120, "books"): 1})
+    assert view_changes(spark, view) == Counter({"delete": 1})
+
 def test_the_rows_a_change_retracts_bound_the_view_files_its_merge_reads(spark):
     """writes.value_range: every retracted row meets the condition, files of other values are
     skipped by Delta's statistics, floating point is left out, and no retraction reads nothing."""

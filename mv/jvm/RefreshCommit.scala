@@ -11,7 +11,7 @@ import org.apache.spark.sql.catalyst.plans.logical.{Filter, LocalRelation}
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.delta.{DeltaLog, DeltaOperations, OptimisticTransaction}
-import org.apache.spark.sql.delta.actions.{Action, AddCDCFile, AddFile}
+import org.apache.spark.sql.delta.actions.{Action, AddFile}
 import org.apache.spark.sql.delta.commands.{DeletionVectorUtils, DeltaCommand}
 import org.apache.spark.sql.delta.commands.cdc.CDCReader
 import org.apache.spark.sql.execution.command.LeafRunnableCommand
@@ -217,19 +217,21 @@ object RefreshCommit extends DeltaCommand {
     // The filter lets Delta skip the view's other files; a delete-missing condition implies it.
     val candidates = viewFiles(txn, spec.targetFilter.map(resolved(spark, txn, _)))
     val fresh = freshRows(spark, spec, txn, candidates)
-    if (candidates.isEmpty) return withFresh(spark, spec, txn, columns, (Nil, Counts()), fresh)
-    val (marked, whole) = candidates.partition(DeletionVectors.markable(spark, txn))
-    val reached = reachedRows(spark, spec, txn, whole)
-    val narrowing = reached.isEmpty && marked.nonEmpty && spec.deleteMissing.isEmpty && spec.on.isDefined
-    val matchable = fresh.map(f => !coalesce(f, lit(false)))
-    val (source, small, sized) = sourceRows(spark, spec, narrowing, matchable)
-    val cached = mutable.ListBuffer[DataFrame]() ++ sized
+    val inserts = freshInserts(spark, spec, columns, fresh)
     try {
-      val target = reached.getOrElse(candidateRows(spark, spec, log, txn, whole, marked, source, small, cached))
-      val merged = mergeRows(spark, spec, txn, log, columns, candidates, whole, marked, target, source,
-        copied = reached.isDefined)
-      withFresh(spark, spec, txn, columns, merged, fresh)
-    } finally cached.foreach(_.unpersist())
+      if (candidates.isEmpty) return inserts.map(writeFresh(txn, _)).getOrElse((Nil, Counts()))
+      val (marked, whole) = candidates.partition(DeletionVectors.markable(spark, txn))
+      val reached = reachedRows(spark, spec, txn, whole)
+      val narrowing = reached.isEmpty && marked.nonEmpty && spec.deleteMissing.isEmpty && spec.on.isDefined
+      val matchable = fresh.map(f => !coalesce(f, lit(false)))
+      val (source, small, sized) = sourceRows(spark, spec, narrowing, matchable)
+      val cached = mutable.ListBuffer[DataFrame]() ++ sized
+      try {
+        val target = reached.getOrElse(candidateRows(spark, spec, log, txn, whole, marked, source, small, cached))
+        mergeRows(spark, spec, txn, log, columns, candidates, whole, marked, target, source,
+          copied = reached.isDefined, inserts)
+      } finally cached.foreach(_.unpersist())
+    } finally inserts.foreach(_.rows.unpersist())
   }
 
   val FreshInsertsConf = "mv.merge.freshInserts"
@@ -268,29 +270,28 @@ object RefreshCommit extends DeltaCommand {
     case _ => None
   }
 
-  /** The merge's actions and counts with the `fresh` source rows (freshRows) to insert written
-   *  beside them, with their change feed when the merge's has its own files. They are computed
-   *  once, cached and counted, so they are written as a file per RowsPerFile rows as a merge's are,
-   *  in their order (a view created by a full refresh in time order), not a file per task. */
-  private def withFresh(spark: SparkSession, spec: Spec, txn: OptimisticTransaction, columns: Seq[String],
-      merged: (Seq[Action], Counts), fresh: Option[Column]): (Seq[Action], Counts) = fresh match {
-    case None => merged
-    case Some(condition) =>
-      val (actions, c) = merged
-      val rows = spark.table(spec.rows.get).where(coalesce(condition, lit(false)) && col(IC.Op).isin("upsert", "insert"))
-        .select(columns.map(c => col(quoted(c))): _*).persist(StorageLevel.MEMORY_AND_DISK)
-      try {
-        val count = rows.count()
-        if (count == 0) return merged
-        val data = rows.coalesce(filesFor(count))
-        val feed = actions.exists(_.isInstanceOf[AddCDCFile])  // else Delta's feed reads the added files as inserts
-        val changeType = CDCReader.CDC_TYPE_COLUMN_NAME
-        def image(kind: Column): Column = struct(columns.map(c => col(quoted(c))) :+ kind.as(changeType): _*)
-        val written = txn.writeFiles(if (!feed) data else data.select(explode(array(
-          image(lit(null).cast(StringType)), image(lit(CDCReader.CDC_TYPE_INSERT)))).as("r")).select(col("r.*")))
-        (actions ++ written, c.copy(inserted = c.inserted + count, source = c.source + count,
-          filesAdded = c.filesAdded + written.count(_.isInstanceOf[AddFile])))
-      } finally rows.unpersist()
+  /** The `fresh` source rows (freshRows) to insert, as the view's columns, and how many. */
+  case class Fresh(rows: DataFrame, count: Long)
+
+  /** The `fresh` source rows to insert, computed once, cached and counted, so they are written as a
+   *  file per RowsPerFile rows as a merge's are, in their order (a view created by a full refresh in
+   *  time order), not a file per task; None when there are none. The merge writes them in its own
+   *  write job (mergeRows), with their change feed's insert images when it writes change files: a
+   *  write job of their own cost bench.appends' one_percent 0.15 s a refresh, where the window its
+   *  append shares with the view's last one was rewritten beside 20,000 new rows. */
+  private def freshInserts(spark: SparkSession, spec: Spec, columns: Seq[String], fresh: Option[Column])
+      : Option[Fresh] = fresh.flatMap { condition =>
+    val rows = spark.table(spec.rows.get).where(coalesce(condition, lit(false)) && col(IC.Op).isin("upsert", "insert"))
+      .select(columns.map(c => col(quoted(c))): _*).persist(StorageLevel.MEMORY_AND_DISK)
+    val count = rows.count()
+    if (count > 0) Some(Fresh(rows, count)) else { rows.unpersist(); None }
+  }
+
+  /** The fresh rows of a merge that reaches no view file: appended (Delta's feed reads the added
+   *  files as inserts). */
+  private def writeFresh(txn: OptimisticTransaction, fresh: Fresh): (Seq[Action], Counts) = {
+    val written = txn.writeFiles(fresh.rows.coalesce(filesFor(fresh.count)))
+    (written, Counts(inserted = fresh.count, source = fresh.count, filesAdded = written.count(_.isInstanceOf[AddFile])))
   }
 
   /** The merge's source rows, whether they are known small (within the broadcast threshold), and
@@ -320,7 +321,7 @@ object RefreshCommit extends DeltaCommand {
    *  any of them (reachedRows), the files it rewrites whole then copied but for the rows it changes. */
   private def mergeRows(spark: SparkSession, spec: Spec, txn: OptimisticTransaction, log: DeltaLog,
       columns: Seq[String], candidates: Seq[AddFile], whole: Seq[AddFile], marked: Seq[AddFile],
-      target: DataFrame, source: DataFrame, copied: Boolean): (Seq[Action], Counts) = {
+      target: DataFrame, source: DataFrame, copied: Boolean, fresh: Option[Fresh]): (Seq[Action], Counts) = {
     // The rows of the files read whole, if their statistics count them; marked files are read
     // filtered, as reached rows are: only reading them counts those.
     val wholeRows = if (copied) Some(0L) else if (whole.forall(_.numLogicalRecords.isDefined))
@@ -343,16 +344,18 @@ object RefreshCommit extends DeltaCommand {
       val fromMerge = rewritten.select(when(col(IC.Action) === "keep", col(IC.Old)).otherwise(col(IC.New)).as("r"))
         .select(columns.map(c => col(s"r.${quoted(c)}")): _*)
       val gone = changed.filter(p => rewrittenWhole.contains(p.file.get))
-      val data = if (!copied || rewrittenWhole.isEmpty) fromMerge
+      val merged = if (!copied || rewrittenWhole.isEmpty) fromMerge
         else fromMerge.unionByName(keptRows(spark, log, txn, columns, rewrittenWhole.map(touched), gone))
+      val data = fresh.map(f => merged.unionByName(f.rows)).getOrElse(merged)
       val feed = touched.nonEmpty && CDCReader.isCDCEnabledOnTable(txn.metadata, spark)
       val kept = if (!copied) rowsOf("keep", Some(rewrittenWhole))
         else rewrittenWhole.flatMap(f => touched(f).numLogicalRecords).sum - gone.map(_.rows).sum
-      val (inserted, updated) = (rowsOf("insert"), rowsOf("update"))
-      val written = txn.writeFiles((if (feed) withChangeFeed(data, classified, columns) else data)
+      val freshCount = fresh.map(_.count).getOrElse(0L)
+      val (inserted, updated) = (rowsOf("insert") + freshCount, rowsOf("update"))
+      val written = txn.writeFiles((if (feed) withChangeFeed(data, classified, columns, fresh) else data)
         .coalesce(filesFor(inserted + updated + kept)))
       val removed = rewrittenWhole.map(f => touched(f).remove)
-      val counts = Counts(inserted, updated, rowsOf("delete"), kept, perFile.map(_.fromSource).sum,
+      val counts = Counts(inserted, updated, rowsOf("delete"), kept, perFile.map(_.fromSource).sum + freshCount,
         written.count(_.isInstanceOf[AddFile]).toLong, removed.size.toLong,
         markedRows.count(_._1.deletionVector == null).toLong, markedRows.count(_._1.deletionVector != null).toLong)
       (written ++ removed ++ DeletionVectors.mark(log, txn, markedRows), counts)
@@ -473,8 +476,10 @@ object RefreshCommit extends DeltaCommand {
     ConstantFolding(analyzed).collectFirst { case Filter(c, _) => c }.get
   }
 
-  /** The rows to write with the change feed beside them: `_change_type` null for a data row. */
-  private def withChangeFeed(data: DataFrame, classified: DataFrame, columns: Seq[String]): DataFrame = {
+  /** The rows to write with the change feed beside them: `_change_type` null for a data row; the
+   *  `fresh` rows' insert images with the classified rows' changes. */
+  private def withChangeFeed(data: DataFrame, classified: DataFrame, columns: Seq[String], fresh: Option[Fresh])
+      : DataFrame = {
     val changeType = CDCReader.CDC_TYPE_COLUMN_NAME
     def image(row: String, kind: String): Column = struct(col(s"$row.*"), lit(kind).as(changeType))
     val changes = classified.where(col(IC.Action).isin("update", "delete", "insert")).select(explode(
@@ -482,6 +487,7 @@ object RefreshCommit extends DeltaCommand {
         .when(col(IC.Action) === "delete", array(image(IC.Old, "delete")))
         .otherwise(array(image(IC.New, "insert")))).as("c"))
       .select((columns :+ changeType).map(c => col(s"c.${quoted(c)}")): _*)
-    data.withColumn(changeType, lit(null).cast(StringType)).unionByName(changes)
+    val inserted = fresh.map(f => changes.unionByName(f.rows.withColumn(changeType, lit(CDCReader.CDC_TYPE_INSERT))))
+    data.withColumn(changeType, lit(null).cast(StringType)).unionByName(inserted.getOrElse(changes))
   }
 }
