@@ -103,7 +103,7 @@ def _validate(spark: SparkSession, statement: Create) -> QueryInfo:
     if d.partitioned_by and d.cluster_by:
         raise errors.unsupported_combination("PARTITIONED BY and CLUSTER BY were both given", "Use one of them.")
     if d.policy == "INCREMENTAL STRICT":
-        blockers = info.reasons + plan.incremental_blockers(info, bool(d.watermark_column))
+        blockers = plan.blockers(d, info)
         if blockers:
             raise errors.not_incremental(d.name, blockers, info.located)
     return info
@@ -331,7 +331,7 @@ def explain(spark: SparkSession, statement: Explain) -> list[tuple]:
             ("strategy", strategy),
             ("sources", ", ".join(info.source_tables)), ("row_key", ", ".join(info.group_by or info.partition_by or [])),
             ("estimate", weighed.describe() if weighed else unweighed)] + _last_refresh(spark, view, previous) \
-        + _terms(info) + _operators(info, plan.blockers(view, info)) + deploy
+        + _terms(info) + _operators(info, plan.blockers(view.definition, info)) + deploy
 
 
 def _last_refresh(spark: SparkSession, view: View, create: str | None) -> list[tuple]:

@@ -13,6 +13,7 @@ from mv import errors
 from mv.catalog import View
 from mv.query import QueryInfo
 from mv.state import RefreshState
+from mv.statements import Definition
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ def plan(view: View, info: QueryInfo, previous: RefreshState | None, full: bool 
         if policy.startswith("INCREMENTAL"):
             raise errors.query_definition_changed(view.name)
         return Plan("full", "QUERY_DEFINITION_CHANGED")
-    found = blockers(view, info)
+    found = blockers(view.definition, info)
     if found:
         if policy == "INCREMENTAL STRICT":
             raise errors.not_incremental(view.name, found, info.located)
@@ -66,12 +67,14 @@ def kept_incrementally(view: View, info: QueryInfo, chosen: Plan) -> bool:
     """
     if chosen.technique == "incremental":
         return True
-    return view.definition.policy != "FULL" and not blockers(view, info)
+    return view.definition.policy != "FULL" and not blockers(view.definition, info)
 
 
-def blockers(view: View, info: QueryInfo) -> list[str]:
-    """Why `view`'s query is not kept incrementally: the description's reasons, then the engine's."""
-    return list(info.reasons) + incremental_blockers(info, bool(view.definition.watermark_column))
+def blockers(definition: Definition, info: QueryInfo) -> list[str]:
+    """Why a view of `definition` is not kept incrementally (its query described as `info`): the
+    description's reasons, then the engine's. A refresh's plan, EXPLAIN, and CREATE ... INCREMENTAL
+    STRICT before the view exists."""
+    return list(info.reasons) + incremental_blockers(info, bool(definition.watermark_column))
 
 
 def by_windows(info: QueryInfo) -> bool:

@@ -265,6 +265,7 @@ def test_a_retraction_rewrites_the_small_files_it_reaches_and_leaves_the_others(
                                         (5, 120, "books"): 1})
     assert view_changes(spark, view) == Counter({"delete": 1})
 
+
 def test_the_rows_a_change_retracts_bound_the_view_files_its_merge_reads(spark):
     """writes.value_range: every retracted row meets the condition, files of other values are
     skipped by Delta's statistics, floating point is left out, and no retraction reads nothing."""
