@@ -93,6 +93,9 @@ def _spanned(run: Run, parts: list[Window], changes: dict[str, str]) -> Touched 
     changes (their lengths differ: `Window.fixed_offset`, the extension's `WindowSpec`), or more
     windows than rows (a sparse change, grouped).
 
+    The aggregation is not run when the Delta statistics of the files the append added tell the
+    same (`_statistics_span`).
+
     Measured (TUMBLE 10 s, max and count, 500,000 rows appended onto 2M, in 50,000 windows): the
     grouping took 0.33 s, this 0.19-0.22 s; the whole refresh 1.65 s, then 1.58-1.6 s.
 
@@ -106,7 +109,7 @@ def _spanned(run: Run, parts: list[Window], changes: dict[str, str]) -> Touched 
     if w.kind not in ("TUMBLE", "HOP") or w.sources[0] in run.updated or not w.fixed_offset:
         return None
     name = changes[w.sources[0]]
-    read, low, high, earliest, latest, windowed = run.spark.sql(
+    read, low, high, earliest, latest, windowed = _statistics_span(run, w, seen) or run.spark.sql(
         f"SELECT * FROM (SELECT count(*) FROM {name}) CROSS JOIN "
         f"(SELECT min({WS}), max({WE}), min({T}), max({T}), count(*) FROM {_windowed(run, w, name)})").first()
     if not windowed:
@@ -117,6 +120,42 @@ def _spanned(run: Run, parts: list[Window], changes: dict[str, str]) -> Touched 
     windows: dict[tuple[int, int], int | None] = {(s, s + w.size): None for s in starts}
     windows[(high - w.size, high)] = latest
     return Touched(parts, windows, {}, read)
+
+
+def _statistics_span(run: Run, w: Window, seen: int) -> tuple | None:
+    """`_spanned`'s figures for window function `w` (rows read, the earliest window's start, the
+    latest's end, the earliest and latest time, windowed rows) from the Delta statistics of the
+    files the append added (change_feed.appended_span), without reading its rows: the windows come
+    from the two times alone, through `w` (a query of two constant rows: no file read, no shuffle). None
+    when the statistics do not tell or the earliest time may be before `seen`.
+
+    Delta writes a TIMESTAMP's statistics truncated to the millisecond, so each time may be up to
+    999 µs early: taken only when `w`'s windows and the view's watermark delay and grace are whole
+    milliseconds, for then a time and its millisecond fall in the same windows, and a watermark
+    from that latest time closes and finalizes the same windows as the exact one would. The view's
+    latest event time (and its watermark) then stays up to 999 µs behind the rows' own.
+
+    Measured (bench.appends' one_percent, a 20,000-row append; q7, 500,000): the aggregation read
+    the whole append, 0.24-0.36 s of a 1.1-1.5 s refresh, and nothing else read it.
+    """
+    d = run.view.definition
+    whole = (w.size, w.step, w.offset, interval_micros(run.spark, d.watermark_delay), interval_micros(run.spark, d.grace))
+    if any(micros % 1000 for micros in whole):
+        return None
+    span = change_feed.appended_span(run, w.sources[0], w.time_column)
+    if span is None:
+        return None
+    rows, timed, least, greatest = span
+    if run.time_type == "bigint":  # epoch milliseconds, written exactly
+        least, greatest = least * 1000, greatest * 1000
+    if not timed:
+        return rows, None, None, None, None, 0
+    if least < seen:
+        return None
+    times = f"(SELECT * FROM VALUES ({time_sql(least, run.time_type)}), ({time_sql(greatest, run.time_type)}) " \
+            f"AS t({quote(w.time_column)}))"
+    bounds = run.spark.sql(f"SELECT {WS}, {WE} FROM {_windowed(run, w, times)}").collect()  # no aggregation: no shuffle
+    return rows, min(b[0] for b in bounds), max(b[1] for b in bounds), least, greatest, timed * w.copies
 
 
 def _counted(run: Run, w: Window, changes: str, large: bool) -> str:

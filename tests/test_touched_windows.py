@@ -218,3 +218,67 @@ def test_a_large_append_after_every_row_seen_spans_its_windows_without_grouping(
         assert outcomes[0].late_rows == earlier
     else:
         same(spark, f"SELECT * FROM {views[0]}", by_minute(sources[0]))
+
+
+# An append whose Delta statistics tell its span, or not: the time its first rows count from, the
+# first's row number (the latest seen is row 299 from 00:00:00.000700), what is done to the source
+# before it, the window, and whether the statistics are taken. Delta writes times to the millisecond.
+ZERO, SEEN = "TIMESTAMP'2024-01-01 00:00:00'", "TIMESTAMP'2024-01-01 00:00:00.000700'"
+FROM_STATISTICS = {
+    "microseconds": (SEEN, 300, None, "tumble", True),
+    "null_times": (ZERO, 300, None, "hop", True),
+    "no_time_statistics": (ZERO, 300, "'delta.dataSkippingStatsColumns' = 'id'", "tumble", False),
+    "window_not_whole_milliseconds": (ZERO, 300, None, "odd_tumble", False),
+    "same_millisecond_as_the_latest_seen": ("TIMESTAMP'2024-01-01 00:00:00.000800'", 299, None, "tumble", False),
+}
+
+
+@pytest.mark.parametrize("clauses", ["", LATE_VIEW], ids=["on_update", "on_close"])
+@pytest.mark.parametrize("case", list(FROM_STATISTICS))
+def test_a_large_append_spans_its_windows_by_its_files_statistics_without_reading_them(utc, given, monkeypatch,
+                                                                                      clauses, case):
+    """An append at the end of time takes its rows, its earliest and latest time from the Delta
+    statistics of the files it added (window_refresh._statistics_span), and its rows are not read to
+    find its windows. The view equals its twin whose change is grouped by window, with the same
+    windows closed and final, its watermark at most 999 µs behind the exact one (Delta writes times
+    to the millisecond). Statistics that lack the time column, windows not in whole milliseconds, or
+    an earliest time in the millisecond of the latest seen, are not taken: the change is read."""
+    spark = utc
+    first_rows, first_id, properties, window, told = FROM_STATISTICS[case]
+    seen = SEEN   # the first 85 minutes' rows, as in every case
+    windows = dict(SPANNED, odd_tumble="TUMBLE(TABLE({src}), DESCRIPTOR(ts), INTERVAL '60.0005' SECONDS)")
+
+    def by_window(src: str) -> str:
+        return (f"SELECT window_start, window_end, item, {AGGREGATES} FROM {windows[window].format(src=src)} "
+                "GROUP BY window_start, window_end, item")
+    sources, views = twins(spark, given, seen, by_window, f"{clauses} REFRESH POLICY INCREMENTAL")
+    taken, from_statistics, spanned_windows = [], window_refresh._statistics_span, window_refresh._spanned
+
+    def watched(*args):  # the real statistics, whether they told recorded
+        found = from_statistics(*args)
+        taken.append(found is not None)
+        return found
+    monkeypatch.setattr(window_refresh, "_statistics_span", watched)
+    monkeypatch.setattr(window_refresh, "SMALL_CHANGE_BYTES", 0)   # every change large
+    outcomes = []
+    for src, view, allowed in zip(sources, views, [True, False]):
+        if properties:
+            spark.sql(f"ALTER TABLE {src} SET TBLPROPERTIES ({properties})")
+        spark.sql(f"INSERT INTO {src} {rows_from(first_rows, first_id, 60, 17)}")   # from the latest seen on
+        spark.sql(f"INSERT INTO {src} {rows_from(seen, 700, 40, 17)} UNION ALL "
+                  f"SELECT 5000, 'a', {'NULL' if case == 'null_times' else seen + ' + INTERVAL 4 HOURS'}, 1")
+        monkeypatch.setattr(window_refresh, "_spanned", spanned_windows if allowed else lambda *args: None)
+        del taken[:]
+        outcomes.append(mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first())
+        assert taken == ([told] if allowed else [])
+
+    assert [o.technique for o in outcomes] == ["incremental", "incremental"], outcomes
+    spanned_counts, grouped_counts = [(o.rows_read, o.rows_inserted, o.rows_updated, o.late_rows) for o in outcomes]
+    assert spanned_counts == grouped_counts and outcomes[0].rows_read == 101 and outcomes[0].late_rows == 0
+    same(spark, f"SELECT * FROM {views[0]}", f"SELECT * FROM {views[1]}")
+    if clauses:
+        marks = [spark.sql(f"SELECT watermark_micros FROM mv_refresh_history('', '{v}', '1')").first()[0] for v in views]
+        exact = spark.sql(f"SELECT unix_micros(max(ts)) - 60000000 FROM {sources[0]}").first()[0]
+        assert marks[1] == exact and 0 <= exact - marks[0] <= (999 if told else 0)
+    else:
+        same(spark, f"SELECT * FROM {views[0]}", by_window(sources[0]))

@@ -4,7 +4,7 @@ import scala.util.control.NonFatal
 
 import org.apache.spark.sql.DataFrame
 import org.apache.spark.sql.classic.SparkSession
-import org.apache.spark.sql.delta.{DeltaConfigs, DeltaLog, Snapshot}
+import org.apache.spark.sql.delta.{DeltaConfigs, DeltaLog, NoMapping, Snapshot}
 import org.apache.spark.sql.delta.actions.{Action, AddCDCFile, AddFile, CommitInfo, Metadata, Protocol, RemoveFile}
 import org.apache.spark.sql.delta.commands.cdc.CDCReader
 import org.apache.spark.sql.functions.lit
@@ -27,6 +27,7 @@ import org.apache.spark.sql.functions.lit
  * {{{
  *   AppendedChanges.frame(spark, "bids", 8, 9)    // bids' rows added by versions 8 and 9, or null
  *   AppendedChanges.partly(spark, "bids", 8, 10)  // 8 appends, 9 and 10 update: 8's files + 9-10's feed
+ *   AppendedChanges.span(spark, "bids", 8, 9, "date_time")  // [rows, timed rows, least, greatest] or null
  * }}}
  */
 object AppendedChanges {
@@ -52,6 +53,24 @@ object AppendedChanges {
       case NonFatal(_) => null  // the change feed reads it, and says what is wrong if anything is
     }
   }
+
+  /** What the statistics of the files versions `first` to `last` of the table `name` appended say
+   *  of its column `column`, without reading them (SmallDeltaScans.span: rows, rows where it is
+   *  not null, its least and greatest value); null when the change is not one `frame` reads, the
+   *  table maps its columns (statistics by physical name), or a file's statistics lack one of them. */
+  def span(spark: SparkSession, name: String, first: Long, last: Long, column: String): Array[Long] =
+    Maintainer.asActive(spark) {
+      try changed(spark, name, first, last).flatMap { case (_, snapshot, commits) =>
+        val field = snapshot.schema.find(_.name.equalsIgnoreCase(column))
+        val mapped = snapshot.metadata.columnMappingMode != NoMapping
+        if (mapped || field.isEmpty || !commits.forall { case (_, actions) => actions.forall(onlyAppends) }) None
+        else SmallDeltaScans.span(commits.flatMap(_._2.collect { case a: AddFile if a.dataChange => a }),
+          field.get.name, field.get.dataType)
+      }.orNull
+      catch {
+        case NonFatal(_) => null  // read, as when the statistics do not tell
+      }
+    }
 
   private def appended(spark: SparkSession, name: String, first: Long, last: Long): Option[DataFrame] =
     changed(spark, name, first, last).flatMap { case (log, snapshot, commits) =>

@@ -150,6 +150,25 @@ object SmallDeltaScans extends Rule[LogicalPlan] {
     if (bounds.nonEmpty && bounds.forall(_.isDefined)) Some(bounds.flatten.max) else None
   }
 
+  /** What the statistics of `files` say of `column` (of `dataType`), without reading them: their
+   *  rows, the rows where it is not null, and its least and greatest value as ordinals (timestamps
+   *  as Delta writes them, truncated to the millisecond: each up to 999 microseconds below the
+   *  value; both 0 when every value is null). None for no files, or when a file's statistics lack
+   *  one of them (a file whose values are all null needs no bounds).
+   *  {{{
+   *    SmallDeltaScans.span(added, "ts", TimestampType)  // Some(Array(20000, 20000, t0, t1))
+   *  }}} */
+  def span(files: Seq[AddFile], column: String, dataType: DataType): Option[Array[Long]] = {
+    val parts = files.map(file => Try(FileStats(file.stats)).toOption.flatMap(_.span(column, dataType)))
+    if (parts.isEmpty || parts.exists(_.isEmpty)) None
+    else {
+      val known = parts.flatten
+      val bounds = known.flatMap(_._3)
+      val (least, greatest) = if (bounds.isEmpty) (0L, 0L) else (bounds.map(_._1).min, bounds.map(_._2).max)
+      Some(Array(known.map(_._1).sum, known.map(_._2).sum, least, greatest))
+    }
+  }
+
   /** Whether a row of a file with these statistics may meet `condition`. */
   private def mayMatch(condition: Expression, stats: FileStats): Boolean = condition match {
     case And(left, right) => mayMatch(left, stats) && mayMatch(right, stats)
@@ -189,16 +208,29 @@ object SmallDeltaScans extends Rule[LogicalPlan] {
   private case class FileStats(json: JsonNode) {
     /** The column's minimum or maximum as an ordinal, None when unknown. Delta writes timestamps
      *  truncated to milliseconds, so an upper bound is the written one plus 999 microseconds. */
-    def bound(kind: String, column: String, dataType: DataType, upper: Boolean): Option[Long] = {
-      val node = Option(json.get(kind)).flatMap(values => Option(values.get(column)).orElse(
-        values.fieldNames.asScala.find(_.equalsIgnoreCase(column)).map(values.get)))
-      node.filterNot(_.isNull).flatMap(n => Try(dataType match {
+    def bound(kind: String, column: String, dataType: DataType, upper: Boolean): Option[Long] =
+      field(kind, column).flatMap(n => Try(dataType match {
         case TimestampType => micros(OffsetDateTime.parse(n.asText).toInstant) + (if (upper) 999L else 0L)
         case TimestampNTZType => micros(LocalDateTime.parse(n.asText).toInstant(ZoneOffset.UTC)) + (if (upper) 999L else 0L)
         case DateType => java.time.LocalDate.parse(n.asText).toEpochDay
         case LongType | IntegerType | ShortType | ByteType if n.isIntegralNumber => n.asLong
       }).toOption)
-    }
+
+    /** The file's rows, those where `column` is not null, and its lower bounds of the column's
+     *  least and greatest values (None when all are null); None when one is not written. */
+    def span(column: String, dataType: DataType): Option[(Long, Long, Option[(Long, Long)])] = for {
+      rows <- Option(json.get("numRecords")).filter(_.isIntegralNumber).map(_.asLong)
+      nulls <- field("nullCount", column).filter(_.isIntegralNumber).map(_.asLong)
+      bounds <- if (nulls >= rows) Some(None) else for {
+        least <- bound("minValues", column, dataType, upper = false)
+        greatest <- bound("maxValues", column, dataType, upper = false)
+      } yield Some((least, greatest))
+    } yield (rows, rows - nulls, bounds)
+
+    /** The value written for `column` under `kind` (`minValues`, ...), its name matched in any case. */
+    private def field(kind: String, column: String): Option[JsonNode] =
+      Option(json.get(kind)).flatMap(values => Option(values.get(column)).orElse(
+        values.fieldNames.asScala.find(_.equalsIgnoreCase(column)).map(values.get))).filterNot(_.isNull)
 
     private def micros(instant: java.time.Instant): Long =
       Math.addExact(Math.multiplyExact(instant.getEpochSecond, 1000000L), instant.getNano / 1000L)
