@@ -71,6 +71,10 @@ RETRACTS_OVER_APPENDS = 2.0
 # q13-q14 and q20-q22 took 2.9-9.1 times their fastest append (q3, a join of two tables that both
 # change, 1.9), and at 2.0 AUTO explored such a change at 2.0-4.9 times the cheaper way (two runs).
 ROWS_RETRACTS_OVER_APPENDS = 4.0
+# A refresh that ran cold (its technique's first in its driver process: code generated, classes
+# loaded) takes at most this many times a warm one: bench.joins at 1M bids, a GROUP BY over a join,
+# 5.2-6.2 s cold against 2.0-3.2 s warm; Nexmark's q0 at 1M bids, 0.54 s cold against 0.3-0.5 s.
+COLD_OVER_WARM = 2.0
 # An incremental refresh the view has not run yet is priced at its planned bytes alone, without
 # the fixed part that reading its change and merging add: when those bytes are at least this share
 # of a full refresh's, the full refresh is the cheaper. bench.nexmark_queries at 1M bids, the first
@@ -190,6 +194,7 @@ class Estimate:
     tries_full: bool = False  # full is known only from the first refresh, and within reach: AUTO measures it
     by_kind: bool | None = None  # the incremental side: the fastest of the view's refreshes of a kind (dearer_by_kind)
     from_appends: float = 0.0  # by_kind's incremental side: this many times the appends' fastest (0: not from them)
+    from_cold: bool = False  # those appends all ran cold: each counted as 1/COLD_OVER_WARM of its time
     unmeasured: bool = False  # no incremental refresh among the view's newest: its side is its bytes alone
     planned_near_full: bool = False  # no incremental measured, and a change of its kind planned near full before
 
@@ -228,7 +233,9 @@ class Estimate:
             line += "; full is tried once: its only measure is the view's first refresh, which also created it"
         if self.from_appends:
             line += (f"; changes that take rows away, not yet refreshed incrementally, cost at least "
-                     f"{self.from_appends:g} times the view's appends: {self.incremental_s:.1f} s")
+                     f"{self.from_appends:g} times the view's appends"
+                     + (f" (which ran cold, each counted at 1/{COLD_OVER_WARM:g} of its time)" if self.from_cold else "")
+                     + f": {self.incremental_s:.1f} s")
         elif self.by_kind is not None:
             kind = "changes that take rows away" if self.by_kind else "appends"
             line += f"; the view's incremental refreshes of {kind} took at least {self.incremental_s:.1f} s"
@@ -276,13 +283,14 @@ def stops(dry: bool, found: Estimate | None) -> Stopped | None:
 
 
 def weigh(incremental_bytes: int, full_bytes: int, past: list[Past], min_work: int = MIN_WORK,
-          spent: float = 0.0, retracts: bool | None = None) -> Estimate:
+          spent: float = 0.0, retracts: bool | None = None, source_bytes: int | None = None) -> Estimate:
     """Both ways of doing the rest of a refresh, in bytes and, by `past` (rates from refreshes of at
     least `min_work` bytes; the incremental fixed part from all of its own, less the `spent` seconds
     this refresh already took), in seconds. A change that takes rows away or not (`retracts`) is
     priced by the incremental refreshes of its kind when there are some (`alike`). The first
-    refresh's rate is a full refresh's only while no other full refresh tells it; then `tries_full`
-    says whether it is within reach. With a rate but no incremental refresh at all, that side has
+    refresh's rate is a full refresh's only while no other full refresh tells it, and with the
+    sources' bytes known (`source_bytes`) it prices one by them alone (`_first_only`); then
+    `tries_full` says whether it is within reach. With a rate but no incremental refresh at all, that side has
     no fixed part: bytes within UNMEASURED_WITHIN of a full refresh's make full the cheaper
     (`unmeasured`). With no rate, the bytes alone decide (the refreshes' times are fixed costs).
 
@@ -299,7 +307,8 @@ def weigh(incremental_bytes: int, full_bytes: int, past: list[Past], min_work: i
     if inc_rate is None:
         return Estimate(incremental_bytes, full_bytes)
     incremental_s = round(max(0.0, fixed - spent) + incremental_bytes * inc_rate, 1)
-    full_s = round(full_bytes * full_rate, 1)
+    first = _first_only(past, source_bytes, min_work)
+    full_s = round(first if first is not None else full_bytes * full_rate, 1)
     tries = (not measured and rates["full"] is not None and bool(incremental)
              and full_s < TRY_FULL_WITHIN * incremental_s)
     return Estimate(incremental_bytes, full_bytes, incremental_s, full_s, tries_full=tries, unmeasured=not incremental)
@@ -330,8 +339,8 @@ def planned_near_full(past: list[Past], retracts: bool | None) -> bool:
 
 
 def dearer_by_kind(past: list[Past], retracts: bool | None, change_bytes: int, full_bytes: int,
-                   min_work: int = MIN_WORK, spent: float = 0.0,
-                   over_appends: float = RETRACTS_OVER_APPENDS) -> Estimate | None:
+                   min_work: int = MIN_WORK, spent: float = 0.0, over_appends: float = RETRACTS_OVER_APPENDS,
+                   cold: list[Past] = (), source_bytes: int | None = None) -> Estimate | None:
     """A full refresh (the estimate of both), whatever the change's size, when every incremental
     refresh of the change's kind among the view's newest (`alike`) took longer than a full refresh
     of today's sources would (`_full_seconds`), after the `spent` seconds this refresh already
@@ -339,7 +348,11 @@ def dearer_by_kind(past: list[Past], retracts: bool | None, change_bytes: int, f
     least that. A change that takes rows away, of a kind not yet measured, costs at least
     `over_appends` times what the view's appends did (it does all they do, and reads the view to
     net and merge; `retracts_over_appends`): it is tried incrementally once a full refresh costs
-    more. While the full side is known only from the view's first refresh (which overstates it), a
+    more. With no warm append among `past`, the appends that ran `cold` (left out of `past`:
+    `measured`) price it, each as 1/COLD_OVER_WARM of its time: Nexmark's q0 and q1 at 1M bids
+    read their first change of updates and deletes (25,000 rows), then switched to full, 1.4-2.1
+    times a full refresh, their only append having run cold. While the full side is known only
+    from the view's first refresh (which overstates it), a
     full refresh is tried once when it is within TRY_FULL_WITHIN times the kind's own
     (`tries_full`, as `weigh` does). A view whose incremental refresh, not yet measured, planned
     nearly a full refresh's work for such a change goes full too (`planned_near_full`). None when
@@ -354,30 +367,36 @@ def dearer_by_kind(past: list[Past], retracts: bool | None, change_bytes: int, f
         'full'
     """
     if planned_near_full(past, retracts):
-        full_s = _full_seconds(past, full_bytes, min_work)
+        full_s = _full_seconds(past, full_bytes, min_work, source_bytes)
         return Estimate(change_bytes, full_bytes, full_s=None if full_s is None else round(full_s + spent, 1),
                         at_least=True, planned_near_full=True)
-    same, kind = alike(past, retracts), retracts
+    same, kind, warmth = alike(past, retracts), retracts, 1.0
     if not same and retracts:
         same, kind = alike(past, False), False
-    full_s = _full_seconds(past, full_bytes, min_work)
+        if not same:
+            same, warmth = alike(cold, False), 1 / COLD_OVER_WARM
+    full_s = _full_seconds(past, full_bytes, min_work, source_bytes)
     if not same or full_s is None:
         return None
     from_appends = over_appends if kind != retracts else 0.0
-    fastest = min(p.duration_s for p in same) * (from_appends or 1.0)
+    fastest = min(p.duration_s for p in same) * warmth * (from_appends or 1.0)
     full_s = round(full_s + spent, 1)
     tries = not _measured_full(past) and not from_appends and fastest <= full_s < TRY_FULL_WITHIN * fastest
     if fastest <= full_s and not tries:
         return None
     return Estimate(change_bytes, full_bytes, round(fastest, 1), full_s, at_least=True, tries_full=tries,
-                    by_kind=kind, from_appends=from_appends)
+                    by_kind=kind, from_appends=from_appends, from_cold=warmth < 1)
 
 
-def _full_seconds(past: list[Past], full_bytes: int, min_work: int) -> float | None:
-    """What a full refresh of `full_bytes` of work would take: at the full refreshes' rate (`_full_rate`);
+def _full_seconds(past: list[Past], full_bytes: int, min_work: int, source_bytes: int | None = None) -> float | None:
+    """What a full refresh of `full_bytes` of work would take: by the first refresh and the sources'
+    bytes (`source_bytes`) while it is the only full one (`_first_only`); at the full refreshes' rate (`_full_rate`);
     for work under `min_work`, where no rate is measured, the median time of the full refreshes
     AUTO chose (FULL_CHEAPER: mostly fixed costs, as theirs; Nexmark's q8 at 1M bids reads 4 MB;
     the others also created the view, or repaired it). None when neither is known."""
+    first = _first_only(past, source_bytes, min_work)
+    if first is not None:
+        return first
     rate = _full_rate(past, min_work)
     if rate is not None:
         return full_bytes * rate
@@ -389,6 +408,23 @@ def _full_rate(past: list[Past], min_work: int) -> float | None:
     """A full refresh's seconds per byte (`_rate`): the first refresh's only while no other full
     refresh is among `past` (it also created the view's tables)."""
     return _rate(_measured_full(past) or [p for p in past if p.technique == "full"], min_work, 0.0)
+
+
+def _first_only(past: list[Past], source_bytes: int | None, min_work: int) -> float | None:
+    """A full refresh's seconds while the view's first refresh (FIRST_REFRESH) is the only full one
+    among `past`: its time, scaled by the sources' bytes now (`source_bytes`) against its work. It
+    wrote the view from nothing, so its work was the sources' bytes; a later full refresh's also
+    counts the view's files twice (Sizes.full), which its rate would price as dearly as the
+    sources: Nexmark's q0 at 1M bids, a view of as many bytes as its source, was estimated at
+    3.1 s in full, and took 0.7 s. None when another full refresh is measured, the first did
+    under `min_work` (its time is fixed costs), or the sources' bytes are not known.
+
+    Example: a first refresh of 12 MB of sources in 0.9 s, the sources now 13 MB: 0.975 s.
+    """
+    first = [p for p in past if p.technique == "full" and p.reason == FIRST_REFRESH and p.work_bytes]
+    if _measured_full(past) or not first or not source_bytes or first[-1].work_bytes < min_work:
+        return None
+    return first[-1].own_s * source_bytes / first[-1].work_bytes
 
 
 def _measured_full(past: list[Past]) -> list[Past]:
@@ -419,7 +455,7 @@ def before_reading(spark: SparkSession, view: str, sizes: Sizes, previous: Refre
     if sizes.change + sizes.joined < WEIGH_CHANGE * sizes.full:
         return None
     return replace(weigh(sizes.change + sizes.joined, sizes.full, measured(spark, view, previous, previous_end),
-                         _min_work(spark), retracts=retracts), at_least=True)
+                         _min_work(spark), retracts=retracts, source_bytes=sizes.source), at_least=True)
 
 
 def by_kind(spark: SparkSession, view: str, sizes: Sizes, previous: RefreshState | None,
@@ -432,8 +468,10 @@ def by_kind(spark: SparkSession, view: str, sizes: Sizes, previous: RefreshState
     a refresh."""
     if sizes.full is None or previous is None or not previous.recent or previous_end is None:
         return None
-    return dearer_by_kind(measured(spark, view, previous, previous_end), retracts, (sizes.change or 0) + sizes.joined,
-                          sizes.full, _min_work(spark), spent, over_appends)
+    found = past(spark, view, previous, previous_end)
+    warm = _warm(spark, view, found)
+    return dearer_by_kind(warm, retracts, (sizes.change or 0) + sizes.joined, sizes.full, _min_work(spark), spent,
+                          over_appends, cold=[p for p in found if p not in warm], source_bytes=sizes.source)
 
 
 def retracts_over_appends(info: QueryInfo) -> float:
@@ -456,7 +494,7 @@ def planned(spark: SparkSession, view: str, query: str, incremental: tuple[str |
     source, view_part = _planned_bytes(spark, list(incremental))
     full = sizes.full if sizes.full is not None else full_work(spark, query, view)
     found = weigh(source + 2 * view_part, full, measured(spark, view, previous, previous_end), _min_work(spark), spent,
-                  retracts)
+                  retracts, sizes.source if sizes.full is not None else None)
     return replace(found, small_change=sizes.small_change)
 
 
@@ -511,7 +549,11 @@ def measured(spark: SparkSession, view: str, previous: RefreshState | None, prev
 
     Example: the view's first incremental refresh took 6.2 s in this process, cold; the next is weighed without it.
     """
-    found = past(spark, view, previous, previous_end)
+    return _warm(spark, view, past(spark, view, previous, previous_end))
+
+
+def _warm(spark: SparkSession, view: str, found: list[Past]) -> list[Past]:
+    """`found`, the view's newest refreshes, less those that ran cold in a technique this process runs warm."""
     return [p for p in found if not (p.cold and runs_warm(spark, view, p.technique))]
 
 

@@ -486,3 +486,38 @@ def test_an_invalid_minimum_work_setting_fails_by_name(spark, views):
     assert version(spark, "est_auto") == before
     assert refreshed(spark, "est_auto")[1] in ("CHANGES_ONLY", "FULL_CHEAPER")  # tiny: either may be cheaper
     assert sorted(spark.sql("SELECT * FROM est_auto").collect()) == sorted(spark.sql(QUERY).collect())
+
+
+def test_a_change_that_takes_rows_away_is_priced_by_appends_that_ran_cold_when_no_warm_one_is_measured():
+    """Nexmark's q0 at 1M bids: its only append ran cold (the view's first incremental refresh in
+    the process), so it was left out, nothing priced its first change of updates and deletes, and
+    AUTO read that change before switching to full (1.4 times a full refresh). A cold append,
+    counted at half its time, prices it: four times 0.27 s against a full refresh of 0.8 s."""
+    full, cold_append = Past("full", 30 * MB, 0.8, "FIRST_REFRESH"), Past("incremental", MB, 0.54, "CHANGES_ONLY",
+                                                                        False, cold=True)
+    found = dearer_by_kind([full], True, MB // 10, 30 * MB, over_appends=4.0, cold=[cold_append])
+
+    assert (found.incremental_s, found.full_s, found.switches) == (1.1, 0.8, True)
+    assert "4 times the view's appends (which ran cold, each counted at 1/2 of its time): 1.1 s" in found.describe()
+    assert dearer_by_kind([full], True, MB // 10, 30 * MB, over_appends=2.0, cold=[cold_append]) is None  # 0.54 s
+    assert dearer_by_kind([full], False, MB // 10, 30 * MB, over_appends=4.0, cold=[cold_append]) is None  # an append
+    warm = Past("incremental", MB, 0.1, "CHANGES_ONLY", False)
+    assert dearer_by_kind([full, warm], True, MB // 10, 30 * MB, over_appends=4.0, cold=[cold_append]) is None
+
+
+def test_the_first_refresh_prices_a_full_one_by_the_sources_bytes_alone():
+    """The first refresh wrote the view from nothing: its work was its sources' bytes. A later full
+    refresh's work also counts the view's files twice, which the first's rate priced as dearly as
+    the sources: Nexmark's q0 at 1M bids (a view as large as its source) was estimated at 3.1 s in
+    full and took 0.7 s, so AUTO read its first change of updates and deletes before switching."""
+    first = Past("full", 12 * MB, 0.9, "FIRST_REFRESH")
+    append = Past("incremental", MB, 0.3, "CHANGES_ONLY", False)
+
+    by_sources = weigh(MB, 33 * MB, [first, append], source_bytes=13 * MB)
+    assert by_sources.full_s == 1.0                                      # 0.9 s x 13 / 12, not 0.9 x 33 / 12
+    assert weigh(MB, 33 * MB, [first, append]).full_s == 2.5             # the sources' bytes unknown: the whole work
+    measured = Past("full", 33 * MB, 0.7, "FULL_CHEAPER")
+    assert weigh(MB, 33 * MB, [first, append, measured], source_bytes=13 * MB).full_s == 0.7   # measured: its rate
+    found = dearer_by_kind([first, append], True, MB, 33 * MB, over_appends=4.0, source_bytes=13 * MB)
+    assert (found.incremental_s, found.full_s, found.switches) == (1.2, 1.0, True)
+    assert dearer_by_kind([first, append], True, MB, 33 * MB, over_appends=4.0) is None   # 1.2 s against 2.5 s
