@@ -71,10 +71,6 @@ RETRACTS_OVER_APPENDS = 2.0
 # q13-q14 and q20-q22 took 2.9-9.1 times their fastest append (q3, a join of two tables that both
 # change, 1.9), and at 2.0 AUTO explored such a change at 2.0-4.9 times the cheaper way (two runs).
 ROWS_RETRACTS_OVER_APPENDS = 4.0
-# A refresh that ran cold (its technique's first in its driver process: code generated, classes
-# loaded) takes at most this many times a warm one: bench.joins at 1M bids, a GROUP BY over a join,
-# 5.2-6.2 s cold against 2.0-3.2 s warm; Nexmark's q0 at 1M bids, 0.54 s cold against 0.3-0.5 s.
-COLD_OVER_WARM = 2.0
 # An incremental refresh the view has not run yet is priced at its planned bytes alone, without
 # the fixed part that reading its change and merging add: when those bytes are at least this share
 # of a full refresh's, the full refresh is the cheaper. bench.nexmark_queries at 1M bids, the first
@@ -194,7 +190,6 @@ class Estimate:
     tries_full: bool = False  # full is known only from the first refresh, and within reach: AUTO measures it
     by_kind: bool | None = None  # the incremental side: the fastest of the view's refreshes of a kind (dearer_by_kind)
     from_appends: float = 0.0  # by_kind's incremental side: this many times the appends' fastest (0: not from them)
-    from_cold: bool = False  # those appends all ran cold: each counted as 1/COLD_OVER_WARM of its time
     unmeasured: bool = False  # no incremental refresh among the view's newest: its side is its bytes alone
     planned_near_full: bool = False  # no incremental measured, and a change of its kind planned near full before
 
@@ -233,9 +228,7 @@ class Estimate:
             line += "; full is tried once: its only measure is the view's first refresh, which also created it"
         if self.from_appends:
             line += (f"; changes that take rows away, not yet refreshed incrementally, cost at least "
-                     f"{self.from_appends:g} times the view's appends"
-                     + (f" (which ran cold, each counted at 1/{COLD_OVER_WARM:g} of its time)" if self.from_cold else "")
-                     + f": {self.incremental_s:.1f} s")
+                     f"{self.from_appends:g} times the view's appends: {self.incremental_s:.1f} s")
         elif self.by_kind is not None:
             kind = "changes that take rows away" if self.by_kind else "appends"
             line += f"; the view's incremental refreshes of {kind} took at least {self.incremental_s:.1f} s"
@@ -340,7 +333,7 @@ def planned_near_full(past: list[Past], retracts: bool | None) -> bool:
 
 def dearer_by_kind(past: list[Past], retracts: bool | None, change_bytes: int, full_bytes: int,
                    min_work: int = MIN_WORK, spent: float = 0.0, over_appends: float = RETRACTS_OVER_APPENDS,
-                   cold: list[Past] = (), source_bytes: int | None = None) -> Estimate | None:
+                   source_bytes: int | None = None) -> Estimate | None:
     """A full refresh (the estimate of both), whatever the change's size, when every incremental
     refresh of the change's kind among the view's newest (`alike`) took longer than a full refresh
     of today's sources would (`_full_seconds`), after the `spent` seconds this refresh already
@@ -348,11 +341,7 @@ def dearer_by_kind(past: list[Past], retracts: bool | None, change_bytes: int, f
     least that. A change that takes rows away, of a kind not yet measured, costs at least
     `over_appends` times what the view's appends did (it does all they do, and reads the view to
     net and merge; `retracts_over_appends`): it is tried incrementally once a full refresh costs
-    more. With no warm append among `past`, the appends that ran `cold` (left out of `past`:
-    `measured`) price it, each as 1/COLD_OVER_WARM of its time: Nexmark's q0 and q1 at 1M bids
-    read their first change of updates and deletes (25,000 rows), then switched to full, 1.4-2.1
-    times a full refresh, their only append having run cold. While the full side is known only
-    from the view's first refresh (which overstates it), a
+    more. While the full side is known only from the view's first refresh (which overstates it), a
     full refresh is tried once when it is within TRY_FULL_WITHIN times the kind's own
     (`tries_full`, as `weigh` does). A view whose incremental refresh, not yet measured, planned
     nearly a full refresh's work for such a change goes full too (`planned_near_full`). None when
@@ -370,22 +359,20 @@ def dearer_by_kind(past: list[Past], retracts: bool | None, change_bytes: int, f
         full_s = _full_seconds(past, full_bytes, min_work, source_bytes)
         return Estimate(change_bytes, full_bytes, full_s=None if full_s is None else round(full_s + spent, 1),
                         at_least=True, planned_near_full=True)
-    same, kind, warmth = alike(past, retracts), retracts, 1.0
+    same, kind = alike(past, retracts), retracts
     if not same and retracts:
         same, kind = alike(past, False), False
-        if not same:
-            same, warmth = alike(cold, False), 1 / COLD_OVER_WARM
     full_s = _full_seconds(past, full_bytes, min_work, source_bytes)
     if not same or full_s is None:
         return None
     from_appends = over_appends if kind != retracts else 0.0
-    fastest = min(p.duration_s for p in same) * warmth * (from_appends or 1.0)
+    fastest = min(p.duration_s for p in same) * (from_appends or 1.0)
     full_s = round(full_s + spent, 1)
     tries = not _measured_full(past) and not from_appends and fastest <= full_s < TRY_FULL_WITHIN * fastest
     if fastest <= full_s and not tries:
         return None
     return Estimate(change_bytes, full_bytes, round(fastest, 1), full_s, at_least=True, tries_full=tries,
-                    by_kind=kind, from_appends=from_appends, from_cold=warmth < 1)
+                    by_kind=kind, from_appends=from_appends)
 
 
 def _full_seconds(past: list[Past], full_bytes: int, min_work: int, source_bytes: int | None = None) -> float | None:
@@ -468,10 +455,8 @@ def by_kind(spark: SparkSession, view: str, sizes: Sizes, previous: RefreshState
     a refresh."""
     if sizes.full is None or previous is None or not previous.recent or previous_end is None:
         return None
-    found = past(spark, view, previous, previous_end)
-    warm = _warm(spark, view, found)
-    return dearer_by_kind(warm, retracts, (sizes.change or 0) + sizes.joined, sizes.full, _min_work(spark), spent,
-                          over_appends, cold=[p for p in found if p not in warm], source_bytes=sizes.source)
+    return dearer_by_kind(measured(spark, view, previous, previous_end), retracts, (sizes.change or 0) + sizes.joined,
+                          sizes.full, _min_work(spark), spent, over_appends, source_bytes=sizes.source)
 
 
 def retracts_over_appends(info: QueryInfo) -> float:
@@ -549,11 +534,7 @@ def measured(spark: SparkSession, view: str, previous: RefreshState | None, prev
 
     Example: the view's first incremental refresh took 6.2 s in this process, cold; the next is weighed without it.
     """
-    return _warm(spark, view, past(spark, view, previous, previous_end))
-
-
-def _warm(spark: SparkSession, view: str, found: list[Past]) -> list[Past]:
-    """`found`, the view's newest refreshes, less those that ran cold in a technique this process runs warm."""
+    found = past(spark, view, previous, previous_end)
     return [p for p in found if not (p.cold and runs_warm(spark, view, p.technique))]
 
 

@@ -488,23 +488,6 @@ def test_an_invalid_minimum_work_setting_fails_by_name(spark, views):
     assert sorted(spark.sql("SELECT * FROM est_auto").collect()) == sorted(spark.sql(QUERY).collect())
 
 
-def test_a_change_that_takes_rows_away_is_priced_by_appends_that_ran_cold_when_no_warm_one_is_measured():
-    """Nexmark's q0 at 1M bids: its only append ran cold (the view's first incremental refresh in
-    the process), so it was left out, nothing priced its first change of updates and deletes, and
-    AUTO read that change before switching to full (1.4 times a full refresh). A cold append,
-    counted at half its time, prices it: four times 0.27 s against a full refresh of 0.8 s."""
-    full, cold_append = Past("full", 30 * MB, 0.8, "FIRST_REFRESH"), Past("incremental", MB, 0.54, "CHANGES_ONLY",
-                                                                        False, cold=True)
-    found = dearer_by_kind([full], True, MB // 10, 30 * MB, over_appends=4.0, cold=[cold_append])
-
-    assert (found.incremental_s, found.full_s, found.switches) == (1.1, 0.8, True)
-    assert "4 times the view's appends (which ran cold, each counted at 1/2 of its time): 1.1 s" in found.describe()
-    assert dearer_by_kind([full], True, MB // 10, 30 * MB, over_appends=2.0, cold=[cold_append]) is None  # 0.54 s
-    assert dearer_by_kind([full], False, MB // 10, 30 * MB, over_appends=4.0, cold=[cold_append]) is None  # an append
-    warm = Past("incremental", MB, 0.1, "CHANGES_ONLY", False)
-    assert dearer_by_kind([full, warm], True, MB // 10, 30 * MB, over_appends=4.0, cold=[cold_append]) is None
-
-
 def test_the_first_refresh_prices_a_full_one_by_the_sources_bytes_alone():
     """The first refresh wrote the view from nothing: its work was its sources' bytes. A later full
     refresh's work also counts the view's files twice, which the first's rate priced as dearly as
