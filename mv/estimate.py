@@ -192,6 +192,14 @@ class Estimate:
     from_appends: float = 0.0  # by_kind's incremental side: this many times the appends' fastest (0: not from them)
     unmeasured: bool = False  # no incremental refresh among the view's newest: its side is its bytes alone
     planned_near_full: bool = False  # no incremental measured, and a change of its kind planned near full before
+    unrated_unmeasured: bool = False  # no rate: the bytes alone decide; and no incremental refresh measured
+
+    @property
+    def near_full(self) -> bool:
+        """Whether a full refresh it chooses is recorded as one an incremental refresh not yet
+        measured planned near (Past.near_full): by UNMEASURED_WITHIN, or with no rate, by its bytes
+        over a full refresh's."""
+        return self.unmeasured_near_full or (self.unrated_unmeasured and self.cheaper == "full")
 
     @property
     def unmeasured_near_full(self) -> bool:
@@ -285,10 +293,11 @@ def weigh(incremental_bytes: int, full_bytes: int, past: list[Past], min_work: i
     sources' bytes known (`source_bytes`) it prices one by them alone (`_first_only`); then
     `tries_full` says whether it is within reach. With a rate but no incremental refresh at all, that side has
     no fixed part: bytes within UNMEASURED_WITHIN of a full refresh's make full the cheaper
-    (`unmeasured`). With no rate, the bytes alone decide (the refreshes' times are fixed costs), and
-    so does that rule: a refresh that goes full by it is recorded (Past.near_full), so the next
-    change of its kind goes full unread (Nexmark's q8 at 1M bids, 4 MB of work: it read every
-    change of updates and deletes to switch, 2.0-2.9 s against 0.5-0.7 s for a full refresh).
+    (`unmeasured`). With no rate, the bytes alone decide (the refreshes' times are fixed costs);
+    when they say full and no incremental refresh is measured, the refresh that goes full is
+    recorded as one that planned near a full refresh's work (`near_full`), so the next change of
+    its kind goes full unread (Nexmark's q8 at 1M bids, 4 MB of work: it read every change of
+    updates and deletes to switch, 2.0-2.9 s against 0.5-0.7 s for a full refresh).
 
     Example: first refresh 4.8 s, an incremental one 3.2 s, 1 s of this one spent:
         >>> weigh(MB, 14 * MB, [Past("full", 14 * MB, 4.8, FIRST_REFRESH), Past("incremental", MB, 3.2)], spent=1.0)
@@ -300,8 +309,8 @@ def weigh(incremental_bytes: int, full_bytes: int, past: list[Past], min_work: i
     rates = {"incremental": _rate(incremental, min_work, fixed), "full": _full_rate(past, min_work)}
     inc_rate = rates["incremental"] if rates["incremental"] is not None else rates["full"]
     full_rate = rates["full"] if rates["full"] is not None else rates["incremental"]
-    if inc_rate is None:  # bytes alone; with no incremental refresh measured, near a full one's is full
-        return Estimate(incremental_bytes, full_bytes, unmeasured=not incremental)
+    if inc_rate is None:  # bytes alone
+        return Estimate(incremental_bytes, full_bytes, unrated_unmeasured=not incremental)
     incremental_s = round(max(0.0, fixed - spent) + incremental_bytes * inc_rate, 1)
     first = _first_only(past, source_bytes, min_work)
     full_s = round(first if first is not None else full_bytes * full_rate, 1)

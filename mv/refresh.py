@@ -281,7 +281,7 @@ def _prepared(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry:
               source_schemas={s: types for s in info.source_tables if (types := tables[s].column_types)},
               previous_end=previous_end, updated=updated, upfront=upfront, retracts=retracts,
               view_small=tables[view.name].small,
-              near_full=upfront is not None and chosen.reason == estimate.FULL_CHEAPER and upfront.unmeasured_near_full)
+              near_full=upfront is not None and chosen.reason == estimate.FULL_CHEAPER and upfront.near_full)
     return run
 
 
@@ -300,7 +300,7 @@ def _recomputed(run: Run) -> Step:
             return step
         outcome.technique, outcome.reason, outcome.work_bytes = "full", estimate.FULL_CHEAPER, step.estimate.full_bytes
         run.switched_s = round(time.time() - outcome.started_at, 3)
-        run.near_full = step.estimate.unmeasured_near_full
+        run.near_full = step.estimate.near_full
     except change_feed.ChangeFeedGone as gone:
         if view.definition.policy != "AUTO":
             raise errors.change_feed_gone(view.name, gone.source, gone.version) from None

@@ -96,8 +96,7 @@ def test_an_incremental_refresh_not_yet_run_that_plans_nearly_a_full_refreshs_wo
     assert (near.incremental_s, near.full_s, near.cheaper, near.switches) == (2.4, 3.0, "full", True)
     assert "not yet measured, plans at least 75% of a full refresh's work" in near.describe()
     assert weigh(70 * MB, 100 * MB, first).cheaper == "incremental"  # q20: 0.68 of the bytes, 0.79 of the time
-    assert weigh(80 * MB, 100 * MB, []).cheaper == "full"  # no rate at all: the bytes alone, by the same rule
-    assert weigh(70 * MB, 100 * MB, []).cheaper == "incremental"
+    assert weigh(80 * MB, 100 * MB, []).cheaper == "incremental"  # no rate at all: the bytes alone
     measured = weigh(80 * MB, 100 * MB, [*first, Past("incremental", MB, 0.5), Past("incremental", 20 * MB, 0.9)])
     assert (measured.incremental_s, measured.cheaper) == (2.1, "incremental")  # its own: 0.5 s + 80 x 0.02
 
@@ -507,16 +506,18 @@ def test_the_first_refresh_prices_a_full_one_by_the_sources_bytes_alone():
     assert dearer_by_kind([first, append], True, MB, 33 * MB, over_appends=4.0) is None   # 1.2 s against 2.5 s
 
 
-def test_a_view_too_small_for_rates_whose_incremental_refresh_plans_near_a_full_one_goes_full_and_says_why():
-    """Under MIN_WORK no rate is measured and bytes alone decide; with no incremental refresh
-    measured, bytes within UNMEASURED_WITHIN of a full refresh's are full, and the refresh that
-    goes so is recorded near_full, so the next change of its kind is not read (Nexmark's q8 at 1M
-    bids: 4 MB of work, every change read to switch, 2.0-2.9 s against 0.5-0.7 s in full)."""
+def test_a_view_too_small_for_rates_that_goes_full_by_its_bytes_records_it_as_planned_near_full():
+    """Under MIN_WORK no rate is measured and bytes alone decide; when they say full and no
+    incremental refresh is measured, the refresh is recorded near_full, so the next change of its
+    kind is not read (Nexmark's q8 at 1M bids: 4 MB of work, every change read to switch, 2.0-2.9 s
+    against 0.5-0.7 s in full)."""
     small = [Past("full", 3 * MB, 1.5, "FIRST_REFRESH")]
 
-    found = weigh(int(2.5 * MB), 3 * MB, small)
+    over = weigh(4 * MB, 3 * MB, small)
 
-    assert (found.incremental_s, found.full_s, found.cheaper) == (None, None, "full") and found.unmeasured_near_full
-    assert not weigh(MB, 3 * MB, small).unmeasured_near_full                       # a third: incremental
+    assert (over.incremental_s, over.full_s, over.cheaper, over.near_full) == (None, None, "full", True)
+    assert not weigh(int(2.5 * MB), 3 * MB, small).near_full                  # under a full one's bytes: incremental
     measured = [*small, Past("incremental", MB, 0.4, "CHANGES_ONLY", True)]
-    assert weigh(int(2.5 * MB), 3 * MB, measured).cheaper == "incremental"     # measured: the bytes alone
+    assert weigh(4 * MB, 3 * MB, measured).cheaper == "full" and not weigh(4 * MB, 3 * MB, measured).near_full
+    recorded = Past(*recent(small, "full", 3 * MB, 1.2, estimate.FULL_CHEAPER, True, 0.6, near_full=True)[-1])
+    assert estimate.planned_near_full([*small, recorded], True)                 # the next change: full unread
