@@ -241,9 +241,15 @@ def _signed(run: Run, source: str) -> DataFrame | None:
     return _change(run, source)[0]
 
 
+def versions(run: Run, source: str) -> tuple[int, int]:
+    """The first and last version of `source` whose change this refresh reads: the one after the
+    version the previous refresh processed, and the refresh's target (none when the first is past it)."""
+    return run.previous.sources.get(source, -1) + 1, run.targets[source]
+
+
 def _change(run: Run, source: str) -> tuple[DataFrame | None, bool]:
     """`_signed`'s change, and whether it is read as the files its versions added (`_scanned`)."""
-    start, target = run.previous.sources.get(source, -1) + 1, run.targets[source]
+    start, target = versions(run, source)
     if start > target:
         return None, False
     appends_only = source not in run.updated
@@ -285,7 +291,7 @@ def appended_span(run: Run, source: str, column: str) -> tuple[int, int, int, in
         (20000, 20000, 1700000000000000, 1700000019999000)
     """
     jvm = extension(run.spark)
-    start, target = run.previous.sources.get(source, -1) + 1, run.targets[source]
+    start, target = versions(run, source)
     if jvm is None or source in run.updated or start > target:
         return None
     span = jvm.AppendedChanges.span(run.spark._jsparkSession, source, start, target, column)
