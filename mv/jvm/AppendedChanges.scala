@@ -63,9 +63,8 @@ object AppendedChanges {
       try changed(spark, name, first, last).flatMap { case (_, snapshot, commits) =>
         val field = snapshot.schema.find(_.name.equalsIgnoreCase(column))
         val mapped = snapshot.metadata.columnMappingMode != NoMapping
-        if (mapped || field.isEmpty || !commits.forall { case (_, actions) => actions.forall(onlyAppends) }) None
-        else SmallDeltaScans.span(commits.flatMap(_._2.collect { case a: AddFile if a.dataChange => a }),
-          field.get.name, field.get.dataType)
+        if (mapped || field.isEmpty || !commits.forall(appendsOnly)) None
+        else SmallDeltaScans.span(commits.flatMap(c => added(c._2)), field.get.name, field.get.dataType)
       }.orNull
       catch {
         case NonFatal(_) => null  // read, as when the statistics do not tell
@@ -74,13 +73,13 @@ object AppendedChanges {
 
   private def appended(spark: SparkSession, name: String, first: Long, last: Long): Option[DataFrame] =
     changed(spark, name, first, last).flatMap { case (log, snapshot, commits) =>
-      if (!commits.forall { case (_, actions) => actions.forall(onlyAppends) }) None
+      if (!commits.forall(appendsOnly)) None
       else scans(spark, log, snapshot, commits).reduceOption(_ unionByName _)  // none: no rows added
     }
 
   private def partlyAppended(spark: SparkSession, name: String, first: Long, last: Long): Option[DataFrame] =
     changed(spark, name, first, last).flatMap { case (log, snapshot, commits) =>
-      val (appending, others) = commits.partition { case (_, actions) => actions.forall(onlyAppends) }
+      val (appending, others) = commits.partition(appendsOnly)
       val reshaped = commits.exists { case (_, actions) =>
         actions.exists(a => a.isInstanceOf[Metadata] || a.isInstanceOf[Protocol])
       }
@@ -110,7 +109,7 @@ object AppendedChanges {
   /** The rows each commit of `commits` added, as the change feed's inserts: a scan of its files. */
   private def scans(spark: SparkSession, log: DeltaLog, snapshot: Snapshot, commits: Seq[(Long, Seq[Action])])
       : Seq[DataFrame] = commits.flatMap { case (version, actions) =>
-    val files = actions.collect { case a: AddFile if a.dataChange => a }
+    val files = added(actions)
     val at = actions.collectFirst { case c: CommitInfo => c.inCommitTimestamp.getOrElse(c.timestamp.getTime) }
     if (files.isEmpty) None
     else Some(SmallDeltaScans.frame(spark, log, snapshot, files)
@@ -125,6 +124,12 @@ object AppendedChanges {
       case ((from, to) :: rest, v) if v == to + 1 => (from, v) :: rest
       case (done, v) => (v, v) :: done
     }.reverse
+
+  /** Whether a commit (its version and actions) only appends, as the change feed reads it. */
+  private def appendsOnly(commit: (Long, Seq[Action])): Boolean = commit._2.forall(onlyAppends)
+
+  /** The data files a commit's `actions` added. */
+  private def added(actions: Seq[Action]): Seq[AddFile] = actions.collect { case a: AddFile if a.dataChange => a }
 
   /** Whether the change feed reads this action of a commit as its added rows or not at all. */
   private def onlyAppends(action: Action): Boolean = action match {
