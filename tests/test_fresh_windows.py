@@ -85,15 +85,17 @@ def test_windows_newer_than_the_view_are_inserted_unmatched_as_a_merge_would(spa
     assert added == [1, 1]  # the new windows' rows written by the merge's own write, as the matched ones
 
 
-def test_a_merge_whose_view_rows_are_all_skipped_inserts_every_new_row(spark, given, matched_twin):
-    """No file of the view can hold a touched window (an append after a gap): nothing is matched."""
+@pytest.mark.parametrize("fresh_inserts", [True, False], ids=["inserted_unmatched", "setting_off"])
+def test_a_merge_whose_view_rows_are_all_skipped_inserts_every_new_row(spark, given, matched_twin, fresh_inserts):
+    """No file of the view can hold a touched window (an append after a gap): nothing is matched,
+    and every new row is inserted, with `mv.merge.freshInserts` off too (there is nothing to match)."""
     src = given.name("fresh")
     spark.sql(f"CREATE TABLE {src} (id BIGINT, item STRING, ts TIMESTAMP, price INT) USING delta")
     given.tables.append(src)
     spark.sql(f"INSERT INTO {src} {rows_from(START, 0, 300, 17)}")
     view = given.view(query("tumble", src), "REFRESH POLICY INCREMENTAL")
     spark.sql(f"INSERT INTO {src} {rows_from(START, 3000, 100, 11)}")  # from 09:10, hours after the view's last
-    matched_twin(True)
+    matched_twin(fresh_inserts)
     outcome = mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first()
 
     assert (outcome.technique, outcome.rows_updated, outcome.rows_deleted) == ("incremental", 0, 0)

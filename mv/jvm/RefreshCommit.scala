@@ -216,10 +216,10 @@ object RefreshCommit extends DeltaCommand {
     val columns = txn.metadata.schema.fieldNames.toSeq
     // The filter lets Delta skip the view's other files; a delete-missing condition implies it.
     val candidates = viewFiles(txn, spec.targetFilter.map(resolved(spark, txn, _)))
+    if (candidates.isEmpty) return appendedAll(spark, spec, txn, columns)
     val fresh = freshRows(spark, spec, txn, candidates)
     val inserts = freshInserts(spark, spec, columns, fresh)
     try {
-      if (candidates.isEmpty) return inserts.map(writeFresh(txn, _)).getOrElse((Nil, Counts()))
       val (marked, whole) = candidates.partition(DeletionVectors.markable(spark, txn))
       val reached = reachedRows(spark, spec, txn, whole)
       val narrowing = reached.isEmpty && marked.nonEmpty && spec.deleteMissing.isEmpty && spec.on.isDefined
@@ -237,10 +237,9 @@ object RefreshCommit extends DeltaCommand {
   val FreshInsertsConf = "mv.merge.freshInserts"
 
   /** Which source rows can match no `candidates` row, so are inserts known without the matching:
-   *  all of them when there is no candidate, else, for a `fresh` column, those whose value is
-   *  beyond the greatest the candidates' statistics allow, and those meeting `unmatched` (a
-   *  condition on the source's columns that ON never lets match: a replacement's rows to insert).
-   *  None: every row is matched.
+   *  for a `fresh` column, those whose value is beyond the greatest the candidates' statistics
+   *  allow, and those meeting `unmatched` (a condition on the source's columns that ON never lets
+   *  match: a replacement's rows to insert). None: every row is matched.
    *
    *  Why: a 500,000-row append to a TUMBLE view over 2.5M rows touches 50,000 windows, all but
    *  the first new; sent through the full outer join with the view's rows and its cache, the
@@ -248,7 +247,6 @@ object RefreshCommit extends DeltaCommand {
   private def freshRows(spark: SparkSession, spec: Spec, txn: OptimisticTransaction, candidates: Seq[AddFile])
       : Option[Column] =
     if (!spark.conf.get(FreshInsertsConf, "true").toBoolean) None  // off: every row matched (an oracle)
-    else if (candidates.isEmpty) Some(lit(true))
     else (beyond(spec, txn, candidates) ++ spec.unmatched.map(expr)).reduceOption(_ || _)
 
   /** The source rows whose `fresh` column is beyond the greatest value the candidates' statistics allow. */
@@ -285,6 +283,15 @@ object RefreshCommit extends DeltaCommand {
       .select(columns.map(c => col(quoted(c))): _*).persist(StorageLevel.MEMORY_AND_DISK)
     val count = rows.count()
     if (count > 0) Some(Fresh(rows, count)) else { rows.unpersist(); None }
+  }
+
+  /** A merge that reaches no view file: its rows to insert or upsert appended, whatever
+   *  FreshInsertsConf says (no view row can match them; with the setting off, such a merge, an
+   *  append after a gap in time, once wrote nothing). */
+  private def appendedAll(spark: SparkSession, spec: Spec, txn: OptimisticTransaction, columns: Seq[String])
+      : (Seq[Action], Counts) = freshInserts(spark, spec, columns, Some(lit(true))) match {
+    case Some(fresh) => try writeFresh(txn, fresh) finally fresh.rows.unpersist()
+    case None => (Nil, Counts())
   }
 
   /** The fresh rows of a merge that reaches no view file: appended (Delta's feed reads the added
