@@ -65,6 +65,7 @@ bench: setup
 	$(PY) -m bench.joins --view rows
 	$(PY) -m bench.joins --view per_minute
 	$(PY) -m bench.daily_keys
+	$(PY) -m bench.timestamps $(if $(QUICK),--rows 1000000 --rounds 3)
 
 # PyFlink in a virtual environment of its own (the Flink side of bench/flink.py), reinstalled when
 # FLINK changes. Its wheels are large (Beam, Flink's jars): the first install takes a minute or more.
