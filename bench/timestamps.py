@@ -5,8 +5,9 @@ sets for the engine's local session), for the work a refresh does with a time co
 The same rows (`k`, `price`, `ts` one a second) are written as a Delta table once per encoding,
 then each round times, for each encoding in alternating order: the write of the rows as a Delta
 table (overwritten), a 10-second TUMBLE aggregate of the table (count and max, run to the end with
-Spark's `noop` writer), and the same aggregate written as a Delta table (overwritten). Medians of the rounds after the first;
-the ratio is INT64's / INT96's. The two aggregates are checked equal first.
+Spark's `noop` writer, bench.windows.run_once), and the same aggregate written as a Delta table
+(overwritten). Medians of the rounds after the first; the ratio is INT64's / INT96's. The two
+aggregates are checked equal first.
 
 Example:
     $ python -m bench.timestamps                        # 5,000,000 rows, 5 rounds (3 min)
@@ -25,7 +26,7 @@ from datetime import datetime, timezone
 
 from bench.refresh import engine
 from bench.report import InvalidRun, add_output_arguments, reported, results
-from bench.windows import BENCH_DIR, DATA_DIR, RESULTS_MD, machine
+from bench.windows import BENCH_DIR, DATA_DIR, RESULTS_MD, machine, run_once
 
 MV_HOME = DATA_DIR / "mv_home_timestamps"
 RESULTS_JSON = BENCH_DIR / "results" / "timestamps.json"
@@ -36,22 +37,23 @@ AGGREGATE = ("SELECT window_start, count(*) AS n, max(price) AS top "
 STEPS = ("write the rows", "aggregate", "aggregate written")
 
 
-def _timed(action) -> float:
-    start = time.perf_counter()
-    action()
-    return time.perf_counter() - start
+def _writing(spark, encoding: str) -> None:
+    """The session's TIMESTAMP columns written from now on in `encoding` (a key of ENCODINGS)."""
+    spark.conf.set("spark.sql.parquet.outputTimestampType", ENCODINGS[encoding])
 
 
 def _round(spark, rows: int, encoding: str) -> dict[str, float]:
-    """One round's seconds of each step under `encoding` (the session's setting while it runs)."""
-    spark.conf.set("spark.sql.parquet.outputTimestampType", ENCODINGS[encoding])
+    """One round's seconds of each step under `encoding`."""
+    _writing(spark, encoding)
     query = AGGREGATE.format(table=f"ts_{encoding}")
 
-    def written(sql: str, name: str) -> None:  # overwritten by path: no catalog entry to alter
+    def written(sql: str, name: str) -> float:  # overwritten by path: no catalog entry to alter
+        start = time.perf_counter()
         spark.sql(sql).write.format("delta").mode("overwrite").save(str(MV_HOME / f"{name}_{encoding}"))
-    return {"write the rows": _timed(lambda: written(ROWS.format(rows=rows), "rows")),
-            "aggregate": _timed(lambda: spark.sql(query).write.format("noop").mode("overwrite").save()),
-            "aggregate written": _timed(lambda: written(query, "aggregate"))}
+        return time.perf_counter() - start
+    return {"write the rows": written(ROWS.format(rows=rows), "rows"),
+            "aggregate": run_once(spark.sql(query)),
+            "aggregate written": written(query, "aggregate")}
 
 
 def run(rows: int, rounds: int) -> dict:
@@ -62,8 +64,8 @@ def run(rows: int, rounds: int) -> dict:
 
     measured_engine = engine(mv)
     spark = mv.session(conf={"spark.app.name": "mv-bench-timestamps"})
-    for encoding, setting in ENCODINGS.items():
-        spark.conf.set("spark.sql.parquet.outputTimestampType", setting)
+    for encoding in ENCODINGS:
+        _writing(spark, encoding)
         spark.sql(f"CREATE OR REPLACE TABLE ts_{encoding} USING delta AS " + ROWS.format(rows=rows))
     first, second = (spark.sql(AGGREGATE.format(table=f"ts_{e}")) for e in ENCODINGS)
     if first.exceptAll(second).count() or second.exceptAll(first).count():
@@ -87,8 +89,8 @@ def markdown(found: dict) -> str:
              f"{found['machine'].get('spark', '?')}: {found['rows']:,} rows, {found['rounds']} rounds (medians of "
              "all but the first); the two aggregates are equal.", "",
              "| Step | INT96 s | INT64 (TIMESTAMP_MICROS) s | INT64 / INT96 |", "|---|---:|---:|---:|"]
-    lines += [f"| {step} | {m['INT96'][step]:.2f} | {m['INT64'][step]:.2f} | **{m['INT64'][step] / m['INT96'][step]:.2f}** |"
-              for step in STEPS]
+    lines += [f"| {step} | {m['INT96'][step]:.2f} | {m['INT64'][step]:.2f} | "
+              f"**{m['INT64'][step] / m['INT96'][step]:.2f}** |" for step in STEPS]
     return "\n".join(lines)
 
 
