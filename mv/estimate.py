@@ -83,6 +83,10 @@ UNMEASURED_WITHIN = 0.75
 # its next ones 2.0-3.2 s; AUTO priced the next changes by the first and refreshed them in full for
 # as long as it stayed among the newest (PAST_REFRESHES).
 _WARM: dict[tuple[str, str], set[str]] = {}
+# A cold refresh took at most this many times what the same refresh takes warm, as far as measured:
+# bench.joins at 1M bids (above) 1.6-3.1; Nexmark's q7 view at 1M bids, a two-hour append
+# (2026-12-01), 4.9-5.2 s cold, 2.6-3.2 s warm (1.6-1.9).
+COLD_OVER_WARM = 2.0
 
 
 @dataclass(frozen=True)
@@ -288,7 +292,10 @@ def weigh(incremental_bytes: int, full_bytes: int, past: list[Past], min_work: i
     """Both ways of doing the rest of a refresh, in bytes and, by `past` (rates from refreshes of at
     least `min_work` bytes; the incremental fixed part from all of its own, less the `spent` seconds
     this refresh already took), in seconds. A change that takes rows away or not (`retracts`) is
-    priced by the incremental refreshes of its kind when there are some (`alike`). The first
+    priced by the incremental refreshes of its kind when there are some (`alike`); one that takes
+    rows away is never priced by appends, which cost a fraction of it (`dearer_by_kind` bounds it by
+    them before reading): with none of its kind, it is not yet measured (Nexmark's q0 at 1M bids,
+    its appends 0.2-0.4 s, its first change priced from them at 1.1 s, took 3.5 s). The first
     refresh's rate is a full refresh's only while no other full refresh tells it, and with the
     sources' bytes known (`source_bytes`) it prices one by them alone (`_first_only`); then
     `tries_full` says whether it is within reach. With a rate but no incremental refresh at all, that side has
@@ -303,7 +310,7 @@ def weigh(incremental_bytes: int, full_bytes: int, past: list[Past], min_work: i
         >>> weigh(MB, 14 * MB, [Past("full", 14 * MB, 4.8, FIRST_REFRESH), Past("incremental", MB, 3.2)], spent=1.0)
         Estimate(incremental_bytes=1048576, full_bytes=14680064, incremental_s=2.5, full_s=4.8, ..., tries_full=True)
     """
-    incremental = alike(past, retracts) or [p for p in past if p.technique == "incremental"]
+    incremental = alike(past, retracts) or ([] if retracts else [p for p in past if p.technique == "incremental"])
     measured = _measured_full(past)
     fixed = min((p.duration_s for p in incremental), default=0.0)
     rates = {"incremental": _rate(incremental, min_work, fixed), "full": _full_rate(past, min_work)}
@@ -327,18 +334,21 @@ def alike(past: list[Past], retracts: bool | None) -> list[Past]:
 
 
 def planned_near_full(past: list[Past], retracts: bool | None) -> bool:
-    """Whether none of `past` is an incremental refresh and one went full because an incremental
-    one, not yet measured, planned nearly a full refresh's work (`Past.near_full`) for a change of
-    the kind `retracts` says, or for an append (a change that takes rows away does what it does):
-    such a change goes full without being read until that refresh leaves the newest (PAST_REFRESHES),
-    when a change is weighed again. Nexmark's q6 at 1M bids: its change round read the change to
-    switch, 1.02 s against 0.67 s for a full refresh.
+    """Whether none of `past` is an incremental refresh that measures a change of the kind
+    `retracts` says (for one that takes rows away, one that did: `weigh` never prices it by appends)
+    and one went full because an incremental one, not yet measured, planned nearly a full
+    refresh's work (`Past.near_full`) for a change of that kind, or for an append (a change that
+    takes rows away does what it does): such a change goes full without being read until that
+    refresh leaves the newest (PAST_REFRESHES), when a change is weighed again. Nexmark's q6 at 1M
+    bids: its change round read the change to switch, 1.02 s against 0.67 s for a full refresh;
+    q1, with an append measured, read each of three, 1.3-1.4 s against 0.95-1.1 s.
 
     Example:
         >>> planned_near_full([Past("full", 9 * MB, 1.1, FULL_CHEAPER, False, 0.4, True)], True)
         True
     """
-    if any(p.technique == "incremental" for p in past):
+    incremental = [p for p in past if p.technique == "incremental"]
+    if alike(past, True) if retracts else incremental:
         return False
     return any(p.near_full and (bool(retracts) or not p.retracts) for p in past)
 
@@ -539,15 +549,31 @@ def _warm_key(spark: SparkSession, view: str) -> tuple[str, str]:
 
 def measured(spark: SparkSession, view: str, previous: RefreshState | None, previous_end: float | None) -> list[Past]:
     """The view's newest refreshes (`past`) as estimates price this one: a refresh that ran cold
-    (Past.cold) is left out when this process would run its technique warm (`runs_warm`): its
-    time is mostly code generation and class loading, which the next one does not repeat. Left
-    with no incremental refresh, the estimate goes by its planned bytes until one is measured.
-    A process that refreshes once (a scheduled `mv refresh`) runs every refresh cold, and keeps them.
+    (Past.cold) is left out when this process would run its technique warm (`runs_warm`) and a
+    warm one of its technique is among them: its time is mostly code generation and class
+    loading, which the next one does not repeat. While it is its technique's only measure, it
+    counts at its time over COLD_OVER_WARM, so that a view's first change that takes rows away
+    is priced from its cold appends (`dearer_by_kind`) instead of read to be weighed, or run
+    incrementally unweighed. A process that refreshes once (a scheduled `mv refresh`) runs every
+    refresh cold, and keeps them as they are.
 
-    Example: the view's first incremental refresh took 6.2 s in this process, cold; the next is weighed without it.
+    Example: the view's first incremental refresh took 6.2 s in this process, cold: the next is
+    priced as if it took 3.1 s; once a warm one is measured, without it.
     """
     found = past(spark, view, previous, previous_end)
-    return [p for p in found if not (p.cold and runs_warm(spark, view, p.technique))]
+    return as_warm(found, {p.technique for p in found if runs_warm(spark, view, p.technique)})
+
+
+def as_warm(found: list[Past], warm: set[str]) -> list[Past]:
+    """`found` as refreshes by the techniques this process runs `warm` would take (`measured`).
+
+    Example: a cold incremental refresh of 6.2 s, the only one: as one of 3.1 s; beside a warm one, left out.
+        >>> as_warm([Past("incremental", MB, 6.2, cold=True)], {"incremental"})[0].duration_s
+        3.1
+    """
+    measured_warm = {p.technique for p in found if not p.cold}
+    return [replace(p, duration_s=p.duration_s / COLD_OVER_WARM) if p.cold and p.technique in warm else p
+            for p in found if not (p.cold and p.technique in warm and p.technique in measured_warm)]
 
 
 def past(spark: SparkSession, view: str, previous: RefreshState | None, previous_end: float | None) -> list[Past]:

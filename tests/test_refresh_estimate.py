@@ -79,7 +79,9 @@ def test_a_change_planned_near_a_full_refresh_before_goes_full_unread_until_an_i
     after_retracting = replace(switched, retracts=True)   # an append may plan less than a retraction did
     assert dearer_by_kind([first, after_retracting], False, MB, 100 * MB) is None
     measured = [first, switched, Past("incremental", MB, 0.5, "CHANGES_ONLY", False)]
-    assert not estimate.planned_near_full(measured, True)   # the incremental side has a measure now
+    assert not estimate.planned_near_full(measured, False)   # the incremental side has a measure now
+    assert estimate.planned_near_full(measured, True)        # not for a change that takes rows away (q1: read 3 times)
+    assert not estimate.planned_near_full([*measured, Past("incremental", MB, 2.5, "CHANGES_ONLY", True)], True)
 
 
 def test_a_technique_not_yet_seen_takes_the_others_rate():
@@ -386,7 +388,8 @@ def test_a_refresh_keeps_its_newest_refreshes_in_its_state_as_the_history_has_th
     history = spark.sql("SELECT technique, work_bytes, duration_s, reason "
                         "FROM mv_refresh_history('default', 'est_auto')")
     assert end is not None and len(found.recent) >= 3
-    kept = [replace(p, retracts=None, switched_s=0.0, cold=False) for p in past(spark, "est_auto", found, end)]  # not in the history
+    kept = [replace(p, retracts=None, switched_s=0.0, near_full=False, cold=False)   # not in the history
+            for p in past(spark, "est_auto", found, end)]
     assert kept == [Past(*row) for row in history.collect()][-PAST_REFRESHES:]
     # its change, an insert, took no rows away; no switch; the view's second incremental refresh here: warm
     assert found.recent[-1][4:] == [False, 0.0, False, False]
@@ -407,6 +410,35 @@ def test_a_cold_first_incremental_refresh_does_not_price_the_warm_ones_after_it(
     assert kept[0] and not any(kept[1:]) and weighed == kept[1:], (kept, weighed)   # the view's first here: cold
     monkeypatch.setattr(estimate, "_WARM", {})   # another process: every refresh of its own cold
     assert len(estimate.measured(spark, "est_incremental", found, end)) == len(found.recent)
+
+
+def test_a_cold_refresh_alone_of_its_technique_prices_it_at_half_its_time():
+    """Until a warm refresh of its technique is measured, a cold one is all there is: its time over
+    COLD_OVER_WARM prices the next ones, so that the view's first change that takes rows away is
+    priced from its appends before being read (Nexmark at 1M bids: q2's was explored incrementally at
+    6.0 times a full refresh, q8's read to switch at 4.6 times). A process that runs it cold keeps it."""
+    first = Past("full", 30 * MB, 1.2, "FIRST_REFRESH")
+    cold = Past("incremental", MB, 3.0, "CHANGES_ONLY", False, cold=True)
+    warm = Past("incremental", MB, 1.1, "CHANGES_ONLY", False)
+
+    assert estimate.as_warm([first, cold], {"full", "incremental"}) == [first, replace(cold, duration_s=1.5)]
+    assert estimate.as_warm([first, cold, warm], {"incremental"}) == [first, warm]
+    assert estimate.as_warm([first, cold, warm], set()) == [first, cold, warm]   # a scheduled `mv refresh`
+    assert dearer_by_kind(estimate.as_warm([first, cold], {"incremental"}), True, MB // 10, 30 * MB,
+                          over_appends=4.0).incremental_s == 6.0
+
+
+def test_a_change_that_takes_rows_away_is_never_priced_by_appends_once_read():
+    """Its appends cost a fraction of it (Nexmark's q0 at 1M bids: appends 0.2-0.4 s, its first
+    change of updates and deletes priced from them at 1.1 s, took 3.5 s): with none of its kind
+    measured, it is priced as not yet measured, by its planned bytes near a full refresh's."""
+    past = [Past("full", 30 * MB, 1.2, "FULL_CHEAPER"), Past("incremental", MB, 0.3, "CHANGES_ONLY", False)]
+
+    change, append = weigh(25 * MB, 30 * MB, past, retracts=True), weigh(25 * MB, 30 * MB, past, retracts=False)
+
+    assert (change.unmeasured, change.cheaper) == (True, "full")
+    assert (append.unmeasured, append.incremental_s, append.cheaper) == (False, 1.3, "full")
+    assert weigh(MB, 30 * MB, past, retracts=True).cheaper == "incremental"   # planned little: tried
 
 
 def test_a_view_with_a_watermark_reads_its_change_first_so_its_late_rows_are_kept(spark, views):
