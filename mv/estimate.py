@@ -83,9 +83,9 @@ UNMEASURED_WITHIN = 0.75
 # its next ones 2.0-3.2 s; AUTO priced the next changes by the first and refreshed them in full for
 # as long as it stayed among the newest (PAST_REFRESHES).
 _WARM: dict[tuple[str, str], set[str]] = {}
-# A cold refresh took at most this many times what the same refresh takes warm, as far as measured:
-# bench.joins at 1M bids (above) 1.6-3.1; Nexmark's q7 view at 1M bids, a two-hour append
-# (2026-12-01), 4.9-5.2 s cold, 2.6-3.2 s warm (1.6-1.9).
+# About how many times what the same refresh takes warm a cold one takes: measured 1.6-3.1 (bench.joins
+# at 1M bids, above; Nexmark's q7 view at 1M bids, a two-hour append, 2026-12-01: 4.9-5.2 s cold,
+# 2.6-3.2 s warm).
 COLD_OVER_WARM = 2.0
 
 
@@ -347,8 +347,8 @@ def planned_near_full(past: list[Past], retracts: bool | None) -> bool:
         >>> planned_near_full([Past("full", 9 * MB, 1.1, FULL_CHEAPER, False, 0.4, True)], True)
         True
     """
-    incremental = [p for p in past if p.technique == "incremental"]
-    if alike(past, True) if retracts else incremental:
+    of_kind = alike(past, True) if retracts else [p for p in past if p.technique == "incremental"]
+    if of_kind:
         return False
     return any(p.near_full and (bool(retracts) or not p.retracts) for p in past)
 
