@@ -310,7 +310,7 @@ def weigh(incremental_bytes: int, full_bytes: int, past: list[Past], min_work: i
         >>> weigh(MB, 14 * MB, [Past("full", 14 * MB, 4.8, FIRST_REFRESH), Past("incremental", MB, 3.2)], spent=1.0)
         Estimate(incremental_bytes=1048576, full_bytes=14680064, incremental_s=2.5, full_s=4.8, ..., tries_full=True)
     """
-    incremental = alike(past, retracts) or ([] if retracts else [p for p in past if p.technique == "incremental"])
+    incremental = pricing(past, retracts)
     measured = _measured_full(past)
     fixed = min((p.duration_s for p in incremental), default=0.0)
     rates = {"incremental": _rate(incremental, min_work, fixed), "full": _full_rate(past, min_work)}
@@ -333,10 +333,23 @@ def alike(past: list[Past], retracts: bool | None) -> list[Past]:
     return [p for p in past if p.technique == "incremental" and retracts is not None and p.retracts == retracts]
 
 
+def pricing(past: list[Past], retracts: bool | None) -> list[Past]:
+    """The incremental refreshes of `past` that price a change of the kind `retracts` says: those of
+    its kind (`alike`); with none, every incremental refresh, but never for a change that takes rows
+    away, which its appends price at a fraction of its cost (`dearer_by_kind` bounds it by them
+    before it is read): it is not yet measured.
+
+    Example:
+        >>> appends = [Past("incremental", MB, 0.3, retracts=False)]
+        >>> pricing(appends, True), pricing(appends, None) == appends
+        ([], True)
+    """
+    return alike(past, retracts) or ([] if retracts else [p for p in past if p.technique == "incremental"])
+
+
 def planned_near_full(past: list[Past], retracts: bool | None) -> bool:
-    """Whether none of `past` is an incremental refresh that measures a change of the kind
-    `retracts` says (for one that takes rows away, one that did: `weigh` never prices it by appends)
-    and one went full because an incremental one, not yet measured, planned nearly a full
+    """Whether none of `past` is an incremental refresh that prices a change of the kind `retracts`
+    says (`pricing`: for one that takes rows away, one that did) and one went full because an incremental one, not yet measured, planned nearly a full
     refresh's work (`Past.near_full`) for a change of that kind, or for an append (a change that
     takes rows away does what it does): such a change goes full without being read until that
     refresh leaves the newest (PAST_REFRESHES), when a change is weighed again. Nexmark's q6 at 1M
@@ -347,8 +360,7 @@ def planned_near_full(past: list[Past], retracts: bool | None) -> bool:
         >>> planned_near_full([Past("full", 9 * MB, 1.1, FULL_CHEAPER, False, 0.4, True)], True)
         True
     """
-    of_kind = alike(past, True) if retracts else [p for p in past if p.technique == "incremental"]
-    if of_kind:
+    if pricing(past, retracts):
         return False
     return any(p.near_full and (bool(retracts) or not p.retracts) for p in past)
 
