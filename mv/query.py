@@ -48,6 +48,25 @@ class Window:
         sizes = ", ".join(interval(m) for m in args[self.kind] + [self.offset])
         return f"{self.kind}({data}, DESCRIPTOR(`{self.time_column}`), {sizes})"
 
+    def bounds(self, earliest: int, latest: int, shift: int = 0) -> tuple[int, int]:
+        """TUMBLE's or HOP's earliest window start over a row at `earliest` and latest window end
+        over one at `latest` (microseconds), its windows aligned on a clock `shift` microseconds
+        ahead of theirs (the fixed offset of its zone from UTC: `fixed_offset`): the windows of
+        those two rows found by rule 2 of docs/design.md, start(t) = t - floorMod(t - offset, step)
+        on that clock, and a HOP row's earlier windows every step back while they still hold it.
+        The extension's WindowBounds computes the same in the query (tests/test_window_bounds.py).
+
+        Example: HOP(1 minute, 5 minutes) over rows at 00:07:30 and 00:09:10 (UTC): from 00:03 to 00:14.
+            >>> M = 60_000_000
+            >>> Window("HOP", 5 * M, M, 0, None, "ts", [], []).bounds(450_000_000, 550_000_000)
+            (180000000, 840000000)
+        """
+        def last_start(t: int) -> int:  # on the zone's clock
+            return t + shift - (t + shift - self.offset) % self.step
+        first = last_start(earliest)
+        back = -(-(first + self.size - earliest - shift) // self.step) - 1  # windows before it still holding `earliest`
+        return first - back * self.step - shift, last_start(latest) + self.size - shift
+
     @property
     def copies(self) -> int:
         """How many windows one row falls in at most: HOP's size / slide, CUMULATE's size / step

@@ -72,14 +72,14 @@ def touched(run: Run, changes: dict[str, str]) -> Touched:
     windows = [w for w in run.info.windows if w.sources[0] in changes]
     copies = max((w.copies for w in run.info.windows), default=1)
     small = run.sizes.change is not None and run.sizes.change * copies <= SMALL_CHANGE_BYTES
-    if not small and (spanned := _spanned(run, windows, changes)) is not None:
+    if (spanned := _spanned(run, windows, changes, aggregate=not small)) is not None:
         return spanned
     counted = [_counted(run, w, changes[w.sources[0]], not small) for w in windows]
     found = touched_windows(run.spark, counted, list(changes.values()), small)
     return Touched(windows, *found)
 
 
-def _spanned(run: Run, parts: list[Window], changes: dict[str, str]) -> Touched | None:
+def _spanned(run: Run, parts: list[Window], changes: dict[str, str], aggregate: bool = True) -> Touched | None:
     """The windows a large append at the end of time touches, without grouping it by window: every
     TUMBLE or HOP window from its earliest row's first to its latest row's last, found by one
     aggregation of the change's time column (no shuffle), where grouping shuffles a row per
@@ -94,7 +94,9 @@ def _spanned(run: Run, parts: list[Window], changes: dict[str, str]) -> Touched 
     windows than rows (a sparse change, grouped).
 
     The aggregation is not run when the Delta statistics of the files the append added tell the
-    same (`_statistics_span`).
+    same (`_statistics_span`), and a small change (`aggregate` false) is spanned only so: grouped
+    in the driver, it costs one Spark job too, but the statistics none (bench.fixed_cost's
+    1,000-row append: the refresh's only execution before its commit).
 
     Measured (TUMBLE 10 s, max and count, 500,000 rows appended onto 2M, in 50,000 windows): the
     grouping took 0.33 s, this 0.19-0.22 s; the whole refresh 1.65 s, then 1.58-1.6 s.
@@ -109,7 +111,10 @@ def _spanned(run: Run, parts: list[Window], changes: dict[str, str]) -> Touched 
     if w.kind not in ("TUMBLE", "HOP") or w.sources[0] in run.updated or not w.fixed_offset:
         return None
     name = changes[w.sources[0]]
-    read, low, high, earliest, latest, windowed = _statistics_span(run, w, seen) or run.spark.sql(
+    figures = _statistics_span(run, w, seen)
+    if figures is None and not aggregate:
+        return None
+    read, low, high, earliest, latest, windowed = figures or run.spark.sql(
         f"SELECT * FROM (SELECT count(*) FROM {name}) CROSS JOIN "
         f"(SELECT min({WS}), max({WE}), min({T}), max({T}), count(*) FROM {_windowed(run, w, name)})").first()
     if not windowed:
@@ -126,7 +131,8 @@ def _statistics_span(run: Run, w: Window, seen: int) -> tuple | None:
     """`_spanned`'s figures for window function `w` (rows read, the earliest window's start, the
     latest's end, the earliest and latest time, windowed rows) from the Delta statistics of the
     files the append added (change_feed.appended_span), without reading its rows: the windows come
-    from the two times alone, through `w` (a query of two constant rows: no file read, no shuffle). None
+    from the two times alone, by `Window.bounds` (a query of the window function over the two
+    times, a Spark job, took 75 ms of bench.fixed_cost's 0.8 s refresh). None
     when the statistics do not tell or the earliest time may be before `seen`.
 
     Delta writes a TIMESTAMP's statistics truncated to the millisecond, so each time may be up to
@@ -152,10 +158,27 @@ def _statistics_span(run: Run, w: Window, seen: int) -> tuple | None:
         return rows, None, None, None, None, 0
     if least < seen:
         return None
-    times = f"(SELECT * FROM VALUES ({time_sql(least, run.time_type)}), ({time_sql(greatest, run.time_type)}) " \
-            f"AS t({quote(w.time_column)}))"
-    bounds = run.spark.sql(f"SELECT {WS}, {WE} FROM {_windowed(run, w, times)}").collect()  # no aggregation: no shuffle
-    return rows, min(b[0] for b in bounds), max(b[1] for b in bounds), least, greatest, timed * w.copies
+    zone = w.time_zone if run.time_type != "timestamp_ntz" else None  # TIMESTAMP_NTZ aligns on its own value
+    low, high = w.bounds(least, greatest, zone_shift(run.spark, zone))
+    return rows, low, high, least, greatest, timed * w.copies
+
+
+def zone_shift(spark: SparkSession, zone: str | None) -> int:
+    """Microseconds the clock of `zone`, an id of a zone with one offset from UTC, is ahead of UTC's
+    (0 for None), as the extension's WindowSpec reads it: through java.time (Python's zone database
+    is not the JVM's, nor are its names). Remembered per zone.
+
+    Example: zone_shift(spark, "+05:30") == 19_800_000_000
+    """
+    if zone is None:
+        return 0
+    if zone not in _SHIFTS:
+        java = spark._jvm.java.time
+        _SHIFTS[zone] = java.ZoneId.of(zone).getRules().getOffset(java.Instant.EPOCH).getTotalSeconds() * 1_000_000
+    return _SHIFTS[zone]
+
+
+_SHIFTS: dict[str, int] = {}
 
 
 def _counted(run: Run, w: Window, changes: str, large: bool) -> str:
@@ -467,7 +490,7 @@ def time_ranges(windows: list[tuple[int, int]], limit: int = MAX_RANGES) -> list
 def merge_windows(run: Run, affected, newly_closed) -> writes.Write:
     """Recompute the affected windows (and, for EMIT ON WINDOW CLOSE, those that just closed) and merge."""
     spark, t = run.spark, run.time_type
-    start, end = quote(run.info.window_start), quote(run.info.window_end)
+    end = quote(run.info.window_end)
     if run.info.group_by is None:  # rows, not groups: replace whole time ranges of windows
         return writes.replace_rows(run, kept_windows(run, window_ranges(run, affected, "t."), newly_closed,
                                                      f"t.{end}", t))
