@@ -144,7 +144,7 @@ def _own_session(spark: SparkSession, view: View) -> Iterator[SparkSession]:
         work = spark.cloneSession()
     else:
         work = spark.newSession()
-        for key, value in spark.conf.getAll.items():  # Spark's session settings and the engine's own
+        for key, value in _settings(spark).items():  # Spark's session settings and the engine's own
             if key.startswith("mv.") or (key.startswith("spark.sql.") and work.conf.isModifiable(key)):
                 work.conf.set(key, value)
     work.conf.set("spark.sql.session.timeZone", view.time_zone)
@@ -157,6 +157,14 @@ def _own_session(spark: SparkSession, view: View) -> Iterator[SparkSession]:
             yield work
     finally:
         _release(spark, work)
+
+
+def _settings(spark: SparkSession) -> dict[str, str]:
+    """The settings of `spark` (a session of this driver process), read from the JVM in one call:
+    PySpark's `conf.getAll` reads them entry by entry, about a hundred calls (15-25 ms a refresh
+    at 34 settings, against 3-6 ms)."""
+    mapper = spark._jvm.com.fasterxml.jackson.databind.ObjectMapper()  # Jackson: one of Spark's own libraries
+    return json.loads(mapper.writeValueAsString(spark._jsparkSession.conf().getAllAsJava()))
 
 
 def _release(spark: SparkSession, work: SparkSession) -> None:
