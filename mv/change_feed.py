@@ -153,7 +153,6 @@ def read(run: Run) -> dict[str, DataFrame]:
             cached = narrow.cache()   # the cache's form is fixed when it is declared
             net = _netted(run, source, cached)
             if net is not None:
-                run.netted.add(source)
                 raw, cached = cached, net.cache()
                 cached.count()   # built from the raw change, which then goes
                 raw.unpersist()
@@ -177,17 +176,6 @@ def _widened(narrow: DataFrame, frame: DataFrame) -> DataFrame:
                            else F.lit(None).cast(f.dataType).alias(f.name) for f in frame.schema])
 
 
-def whole(run: Run, source: str, where: str | None = None) -> DataFrame | None:
-    """`source`'s change as `read` gives it, with every column read (not cached): the rows the late
-    table keeps are whole source rows (session_lateness.without_late compares them on every column).
-    None when `read` kept every column already. Only its rows that `where` keeps (`whole_rows`),
-    netted where `read` netted (run.netted), so they are the rows `read` counted."""
-    frame = _signed(run, source)
-    if frame is None or kept_columns(run, source, frame.columns) is None:
-        return None
-    return _kept_rows(run, source, frame, where, source in run.netted)
-
-
 def whole_rows(run: Run, source: str, where: str | None = None, net: bool = False) -> DataFrame | None:
     """`source`'s signed change with every column, only its rows that `where` (SQL over columns the
     query uses, such as its time column) keeps, and with `net` netted (`netted`, whatever share
@@ -200,6 +188,16 @@ def whole_rows(run: Run, source: str, where: str | None = None, net: bool = Fals
     """
     frame = _signed(run, source)
     return None if frame is None else _kept_rows(run, source, frame, where, net)
+
+
+def late_rows(run: Run, source: str, frame: DataFrame) -> DataFrame:
+    """`frame`, rows of `source`'s signed change (with its change columns) that the late table is to
+    keep, netted whatever share cancels: an update that changes no column the query reads is no
+    late row, whether or not `read` netted the change.
+
+    Example: a late bid's price set to what it was: neither of its images is a late row.
+    """
+    return _kept_rows(run, source, frame, None, True)
 
 
 def _kept_rows(run: Run, source: str, frame: DataFrame, where: str | None, net: bool) -> DataFrame:

@@ -93,7 +93,6 @@ class Run:
     # The sources whose change may hold updates, as their logs say (change files or removed files
     # since the previous refresh): their changes are netted (change_feed.netted)
     updated: frozenset[str] = frozenset()
-    netted: set[str] = field(default_factory=set)  # the sources whose change `change_feed.read` netted
     switched_s: float = 0.0  # when AUTO switched to a full refresh after reading the change (estimate.Past)
     near_full: bool = False  # AUTO went full: an incremental refresh not yet measured planned near a full one's work
     upfront: Estimate | None = None  # AUTO's (or EXPLAIN's) estimate before reading the change, if any

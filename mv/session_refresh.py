@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from mv import estimate, open_windows, progress, session_lateness, watermark, writes
+from mv import change_feed, estimate, open_windows, progress, session_lateness, watermark, writes
 from mv.combine import folded
 from mv.history import write_late_rows
 from mv.internal_columns import CHANGED, CHANGES, FIRST, GROUP, HI, LAST, LO, OP, SESSION, SIGN, STARTS, T, TOUCHED
@@ -244,9 +244,12 @@ def session_watermark(run: Run, changes: str) -> tuple[RefreshState, str, int]:
     d, previous = run.view.definition, run.previous
     grace = interval_micros(run.spark, d.grace)
     on_time, late_view, late, latest, retracted = session_lateness.split(run, changes, previous.watermark, grace)
-    if late:
-        write_late_rows(run, run.spark.table(late_view))
-        run.outcome.late_rows += late
+    if late:  # netted again, whatever share cancels (change_feed.late_rows), and counted as written
+        rows = change_feed.late_rows(run, run.info.windows[0].sources[0], run.spark.table(late_view)).cache()
+        run.cached.append(rows)
+        if written := rows.count():
+            write_late_rows(run, rows)
+        run.outcome.late_rows += written
     progress.checkpoint("late_rows_written")
     return RefreshState(run.outcome.refresh_id, dict(run.targets), *advanced(run, [latest])), on_time, retracted
 

@@ -209,14 +209,22 @@ def _windowed(run: Run, w: Window, changes: str) -> str:
             f"{micros_sql(quote(w.time_column), t)} AS {T} FROM {w.call(changes)})")
 
 
-def _write_late(run: Run, changes: dict[str, str], w: Window, part: int, where: str) -> None:
-    """The rows of window function `w` (the touched part `part`) over the changes that `where` finds
-    late, appended to the late table whole: from the change's rows that may be late (`_maybe_late`)
-    read again with every column when the cached one has only the query's (change_feed.kept_columns)."""
-    whole = change_feed.whole(run, w.sources[0], _maybe_late(run, w))
-    source = changes[w.sources[0]] if whole is None else run.temp_view(whole, f"whole_{part}")
-    write_late_rows(run, run.spark.sql(f"SELECT * EXCEPT ({WS}, {WE}, {T}) FROM {_windowed(run, w, source)} "
-                                       f"WHERE {where}"), part)
+def _write_late(run: Run, w: Window, part: int, old_wm: int, grace: int) -> int:
+    """The late rows of window function `w` (the touched part `part`) appended to the late table,
+    and how many: the change's rows that may be late (`_maybe_late`), read again with every column
+    (the late table keeps whole source rows) and netted whatever share cancels (an update that
+    changes no column the query reads is no late row: it changes nothing the view shows, and so
+    whether or not `read` netted the change), through the window function, those in a final window
+    (its end + `grace` at most the previous watermark `old_wm`) kept, counted (one Spark job) and,
+    if any, appended."""
+    rows = run.temp_view(change_feed.whole_rows(run, w.sources[0], _maybe_late(run, w), net=True), f"whole_{part}")
+    late = run.spark.sql(f"SELECT * EXCEPT ({WS}, {WE}, {T}) FROM {_windowed(run, w, rows)} "
+                         f"WHERE {WE} + {grace} <= {old_wm}").cache()
+    run.cached.append(late)
+    count = late.count()
+    if count:
+        write_late_rows(run, late, part)
+    return count
 
 
 def _maybe_late(run: Run, w: Window) -> str:
@@ -268,28 +276,18 @@ def _on_time(run: Run) -> bool:
 
 def _late_ahead(run: Run) -> None:
     """The changes' late rows appended to the late table, as `refresh_windows` appends them (one
-    append per window function whose source changed, its part), found without the touched windows:
-    the rows that may be late (`_maybe_late`), with every column, through the window function,
-    those in a final window kept and counted (one Spark job) and, if any, appended. Not netted: an
-    update of a late row that the query cannot see is kept as its two images (as `read` keeps it
-    when few rows cancel), and the count is of the rows appended."""
+    append per window function whose source changed, its part, `_write_late`), found without the
+    touched windows."""
     old_wm, grace = run.previous.watermark, interval_micros(run.spark, run.view.definition.grace)
     for part, w in enumerate(_changed_parts(run) if old_wm is not None else []):
-        rows = run.temp_view(change_feed.whole_rows(run, w.sources[0], _maybe_late(run, w)), f"whole_{part}")
-        late = run.spark.sql(f"SELECT * EXCEPT ({WS}, {WE}, {T}) FROM {_windowed(run, w, rows)} "
-                             f"WHERE {WE} + {grace} <= {old_wm}").cache()
-        run.cached.append(late)
-        count = late.count()
-        if count:
-            write_late_rows(run, late, part)
-            run.outcome.late_rows += count
+        run.outcome.late_rows += _write_late(run, w, part, old_wm, grace)
     progress.checkpoint("late_rows_written")
 
 
 def refresh_windows(run: Run, change: Change) -> Step:
     """Windows: each window function applied to its own source's changes gives the affected windows
     (`change.touched`, from `touched`)."""
-    spark, d, changes, first = run.spark, run.view.definition, change.views, change.touched
+    spark, d, first = run.spark, run.view.definition, change.touched
     windows, counts = first.windows, first.counts
     old_wm, grace = run.previous.watermark, interval_micros(spark, d.grace)
     max_event, new_wm = advanced(run, list(windows.values()))
@@ -307,10 +305,8 @@ def refresh_windows(run: Run, change: Change) -> Step:
     if run.dry:  # EXPLAIN: the estimate, before any late row is written
         return estimate.Stopped(weighed)
     for i, w in enumerate(first.parts):
-        count = sum(n for (part, _, e), n in counts.items() if part == i and watermark.is_final(e, old_wm, grace))
-        if count:
-            _write_late(run, changes, w, i, f"{WE} + {grace} <= {old_wm}")
-            run.outcome.late_rows += count
+        if any(part == i and watermark.is_final(e, old_wm, grace) for (part, _, e), n in counts.items() if n):
+            run.outcome.late_rows += _write_late(run, w, i, old_wm, grace)
     progress.checkpoint("late_rows_written")
     if stopped := estimate.stops(run.dry, weighed):  # late rows are written first: a full refresh leaves them out
         return stopped

@@ -271,6 +271,18 @@ class SessionOracle(Clock):
 OPERATIONS = ["insert", "insert", "update", "delete", "refresh", "refresh"]
 
 
+def netted(images: list[Change]) -> list[Change]:
+    """One update's images without those that cancel: the images of equal key, time and price (every
+    column a watermarked view reads) that count as many pre- as post-images change nothing the view
+    shows and are no late rows either (change_feed.netted, docs/design.md)."""
+    def read(bid: Bid) -> tuple:
+        return bid.k, bid.t, bid.price
+    sums = Counter()
+    for sign, bid in images:
+        sums[read(bid)] += sign
+    return [(sign, bid) for sign, bid in images if sums[read(bid)] != 0]
+
+
 class Example:
     """One source and its views, changed and refreshed as ``data`` draws; each refresh is checked."""
 
@@ -357,9 +369,11 @@ class Example:
                   ("ts", lambda b: time_literal(b.t, self.time_type))]}
         self.spark.sql(f"UPDATE {self.src} SET " + ", ".join(f"{c} = CASE id {w} END" for c, w in cases.items())
                        + f" WHERE id IN ({', '.join(map(str, changed))})")
+        images = []
         for i in sorted(changed):  # the change feed has a pre- and a post-image per updated row
-            self.log += [(-1, self.rows[i]), (1, changed[i])]
+            images += [(-1, self.rows[i]), (1, changed[i])]
             self.rows[i] = changed[i]
+        self.log += netted(images)
 
     def delete(self) -> None:
         if not self.rows:
