@@ -67,6 +67,16 @@ class Window:
         back = -(-(first + self.size - earliest - shift) // self.step) - 1  # windows before it still holding `earliest`
         return first - back * self.step - shift, last_start(latest) + self.size - shift
 
+    def ends_at(self, t: int, shift: int = 0) -> bool:
+        """Whether a TUMBLE or HOP window ends at `t` (microseconds; its windows aligned on a clock
+        `shift` microseconds ahead, as in `bounds`).
+
+        Example: TUMBLE(1 minute) windows end on the minute.
+            >>> Window("TUMBLE", 60_000_000, 60_000_000, 0, None, "ts", [], []).ends_at(120_000_000)
+            True
+        """
+        return (t + shift - self.offset - self.size) % self.step == 0
+
     @property
     def copies(self) -> int:
         """How many windows one row falls in at most: HOP's size / slide, CUMULATE's size / step

@@ -117,14 +117,16 @@ def test_a_change_grouped_by_window_period_refreshes_as_one_windowed_row_by_row(
 def test_a_small_change_is_grouped_in_the_driver_under_every_refresh_policy(spark, given, monkeypatch):
     """A change's size comes from its source's log whatever the view's policy, so a small change's
     touched windows are grouped in the driver (one Spark job fewer) under INCREMENTAL as under
-    AUTO; until 2026-11-29 only AUTO's refreshes knew the size."""
+    AUTO; until 2026-11-29 only AUTO's refreshes knew the size. A small append at the end of time
+    takes its windows from its file's statistics instead, without a job (the test after next):
+    this one has a row before the latest the views have seen."""
     src = given.name("small")
     spark.sql(f"CREATE TABLE {src} (id BIGINT, item STRING, ts TIMESTAMP, price INT) USING delta")
     given.tables.append(src)
     start = "TIMESTAMP'2024-01-01 00:00:00'"
     spark.sql(f"INSERT INTO {src} {rows_from(start, 0, 100, 17)}")
     views = [given.view(query("hop", src), f"REFRESH POLICY {policy}") for policy in ("AUTO", "INCREMENTAL")]
-    spark.sql(f"INSERT INTO {src} {rows_from(start, 100, 5, 17)}")
+    spark.sql(f"INSERT INTO {src} {rows_from(start, 98, 5, 17)}")  # rows 98 and 99 again
     in_driver, touched_windows = [], window_refresh.touched_windows
 
     def watched(spark_, counted, changes, small):   # the real query, its `small` recorded
@@ -209,7 +211,7 @@ def test_a_large_append_after_every_row_seen_spans_its_windows_without_grouping(
         spark.sql(f"INSERT INTO {src} {rows_from(start, 700, 40, 17)}")    # from 03:18: an hour of empty windows
         if earlier:
             spark.sql(f"INSERT INTO {src} {rows_from(start, 10, 1, 17)}")  # 00:02:50
-        monkeypatch.setattr(window_refresh, "_spanned", spanned_windows if allowed else lambda *args: None)
+        monkeypatch.setattr(window_refresh, "_spanned", spanned_windows if allowed else lambda *args, **kw: None)
         del grouped[:]
         outcomes.append(mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first())
         assert bool(grouped) == (not allowed or not spanned)
@@ -273,7 +275,7 @@ def test_a_large_append_spans_its_windows_by_its_files_statistics_without_readin
         spark.sql(f"INSERT INTO {src} {rows_from(first_rows, first_id, 60, 17)}")   # from the latest seen on
         spark.sql(f"INSERT INTO {src} {rows_from(seen, 700, 40, 17)} UNION ALL "
                   f"SELECT 5000, 'a', {'NULL' if case == 'null_times' else seen + ' + INTERVAL 4 HOURS'}, 1")
-        monkeypatch.setattr(window_refresh, "_spanned", spanned_windows if allowed else lambda *args: None)
+        monkeypatch.setattr(window_refresh, "_spanned", spanned_windows if allowed else lambda *args, **kw: None)
         del taken[:]
         outcomes.append(mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first())
         assert taken == ([told] if allowed else [])
@@ -288,3 +290,44 @@ def test_a_large_append_spans_its_windows_by_its_files_statistics_without_readin
         assert marks[1] == exact and 0 <= exact - marks[0] <= (999 if told else 0)
     else:
         same(spark, f"SELECT * FROM {views[0]}", by_window(sources[0]))
+
+
+@pytest.mark.parametrize("latest, told", [("01:30:59.998999", True), ("01:30:59.999999", False)],
+                         ids=["a_microsecond_short_of_a_close", "the_microsecond_that_closes_a_window"])
+def test_a_small_append_at_the_end_of_time_takes_its_windows_from_its_files_statistics(utc, given, monkeypatch,
+                                                                                      latest, told):
+    """A small append at the end of time (under SMALL_CHANGE_BYTES) whose file's statistics tell its
+    span takes its windows from them, as a large one does: no Spark job groups its rows. Delta's
+    statistics keep the millisecond: a latest row at 01:30:59.999999 closes [01:29, 01:30) under a
+    one-minute delay (the window of the append's other row) and its millisecond would not, so that append is read and grouped instead;
+    a row at 01:30:59.998999 closes nothing either way. The view equals its twin, whose changes are
+    always grouped, with the same windows closed."""
+    spark = utc
+    start = "TIMESTAMP'2024-01-01 00:00:00'"
+
+    def by_minute(src: str) -> str:
+        return (f"SELECT window_start, window_end, item, {AGGREGATES} FROM {SPANNED['tumble'].format(src=src)} "
+                "GROUP BY window_start, window_end, item")
+    sources, views = twins(spark, given, start, by_minute, f"{LATE_VIEW} REFRESH POLICY INCREMENTAL")
+    grouped, touched_windows, spanned_windows = [], window_refresh.touched_windows, window_refresh._spanned
+
+    def watched(*args):  # the real grouping, each call recorded
+        grouped.append(1)
+        return touched_windows(*args)
+    monkeypatch.setattr(window_refresh, "touched_windows", watched)
+    outcomes = []
+    for src, view, allowed in zip(sources, views, [True, False]):
+        spark.sql(f"INSERT INTO {src} VALUES (1000, 'a', TIMESTAMP'2024-01-01 01:29:30', 3), "
+                  f"(1001, 'b', TIMESTAMP'2024-01-01 {latest}', 4)")   # after 01:24:43, the latest seen
+        monkeypatch.setattr(window_refresh, "_spanned", spanned_windows if allowed else lambda *args, **kw: None)
+        del grouped[:]
+        outcomes.append(mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first())
+        assert bool(grouped) == (not allowed or not told)
+
+    assert [(o.technique, o.rows_read, o.late_rows) for o in outcomes] == [("incremental", 2, 0)] * 2, outcomes
+    same(spark, f"SELECT * FROM {views[0]}", f"SELECT * FROM {views[1]}")
+    closed = spark.sql(f"SELECT max(window_end) FROM {views[0]}").first()[0]
+    assert str(closed).endswith("01:25:00" if told else "01:30:00"), closed   # [01:29, 01:30) holds row 1000
+    marks = [spark.sql(f"SELECT watermark_micros FROM mv_refresh_history('', '{v}', '1')").first()[0] for v in views]
+    exact = spark.sql(f"SELECT unix_micros(max(ts)) - 60000000 FROM {sources[0]}").first()[0]
+    assert marks[1] == exact and 0 <= exact - marks[0] <= (999 if told else 0)
