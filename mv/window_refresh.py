@@ -219,8 +219,8 @@ def _write_late(run: Run, w: Window, part: int, old_wm: int, grace: int) -> int:
     """The late rows of window function `w` (the touched part `part`) appended to the late table,
     and how many: the change's rows that may be late (`_maybe_late`), read again with every column
     (the late table keeps whole source rows) and netted whatever share cancels (an update that
-    changes no column the query reads is no late row: it changes nothing the view shows, and so
-    whether or not `read` netted the change), through the window function, those in a final window
+    changes no column the query reads is no late row, whether `read` netted the change or not: it
+    changes nothing the view shows), through the window function, those in a final window
     (its end + `grace` at most the previous watermark `old_wm`) kept, counted (one Spark job) and,
     if any, appended."""
     rows = run.temp_view(change_feed.whole_rows(run, w.sources[0], _maybe_late(run, w), net=True), f"whole_{part}")
