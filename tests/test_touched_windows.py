@@ -68,6 +68,28 @@ def twins(spark, given, start: str, query_of, clauses: str) -> tuple[list[str], 
     return sources, views
 
 
+def watermarks(spark, views: list[str]) -> list[int]:
+    """Each view's watermark after its last refresh, in microseconds (its refresh history)."""
+    return [spark.sql(f"SELECT watermark_micros FROM mv_refresh_history('', '{v}', '1')").first()[0] for v in views]
+
+
+def spanned_twins(spark, given, monkeypatch, window: str, clauses: str):
+    """`twins` with a per-minute view under SPANNED's `window`, the view's query (`by_minute`), and
+    a list to which each grouping of a change by window (touched_windows, still run) adds a 1."""
+    def by_minute(src: str) -> str:
+        return (f"SELECT window_start, window_end, item, {AGGREGATES} FROM {SPANNED[window].format(src=src)} "
+                "GROUP BY window_start, window_end, item")
+    sources, views = twins(spark, given, "TIMESTAMP'2024-01-01 00:00:00'", by_minute,
+                           f"{clauses} REFRESH POLICY INCREMENTAL")
+    grouped, touched_windows = [], window_refresh.touched_windows
+
+    def watched(*args):  # the real grouping, each call recorded
+        grouped.append(1)
+        return touched_windows(*args)
+    monkeypatch.setattr(window_refresh, "touched_windows", watched)
+    return sources, views, by_minute, grouped
+
+
 @pytest.fixture
 def utc(spark):
     yield spark
@@ -107,7 +129,7 @@ def test_a_change_grouped_by_window_period_refreshes_as_one_windowed_row_by_row(
     same(spark, f"SELECT * FROM {views[0]}", f"SELECT * FROM {views[1]}")
     if clauses:
         assert grouped.late_rows > 0
-        marks = [spark.sql(f"SELECT watermark_micros FROM mv_refresh_history('', '{v}', '1')").first()[0] for v in views]
+        marks = watermarks(spark, views)
         assert marks[0] == marks[1] == spark.sql(f"SELECT unix_micros(max(ts)) - 60000000 FROM {sources[0]}").first()[0]
         same(spark, f"SELECT {LATE_COLUMNS} FROM {views[0]}__late", f"SELECT {LATE_COLUMNS} FROM {views[1]}__late")
     else:
@@ -193,17 +215,8 @@ def test_a_large_append_after_every_row_seen_spans_its_windows_without_grouping(
     spark = utc
     spark.conf.set("spark.sql.session.timeZone", zone)
     start = "TIMESTAMP'2024-01-01 00:00:00'"
-
-    def by_minute(src: str) -> str:
-        return (f"SELECT window_start, window_end, item, {AGGREGATES} FROM {SPANNED[window].format(src=src)} "
-                "GROUP BY window_start, window_end, item")
-    sources, views = twins(spark, given, start, by_minute, f"{clauses} REFRESH POLICY INCREMENTAL")
-    grouped, touched_windows, spanned_windows = [], window_refresh.touched_windows, window_refresh._spanned
-
-    def watched(*args):  # the real grouping, each call recorded
-        grouped.append(1)
-        return touched_windows(*args)
-    monkeypatch.setattr(window_refresh, "touched_windows", watched)
+    sources, views, by_minute, grouped = spanned_twins(spark, given, monkeypatch, window, clauses)
+    spanned_windows = window_refresh._spanned
     monkeypatch.setattr(window_refresh, "SMALL_CHANGE_BYTES", 0)   # every change large
     outcomes = []
     for src, view, allowed in zip(sources, views, [True, False]):
@@ -221,7 +234,7 @@ def test_a_large_append_after_every_row_seen_spans_its_windows_without_grouping(
     assert spanned_counts == grouped_counts and outcomes[0].rows_read == 100 + earlier
     same(spark, f"SELECT * FROM {views[0]}", f"SELECT * FROM {views[1]}")
     if clauses:
-        marks = [spark.sql(f"SELECT watermark_micros FROM mv_refresh_history('', '{v}', '1')").first()[0] for v in views]
+        marks = watermarks(spark, views)
         assert marks[0] == marks[1] == spark.sql(f"SELECT unix_micros(max(ts)) - 60000000 FROM {sources[0]}").first()[0]
         assert outcomes[0].late_rows == earlier
     else:
@@ -285,7 +298,7 @@ def test_a_large_append_spans_its_windows_by_its_files_statistics_without_readin
     assert spanned_counts == grouped_counts and outcomes[0].rows_read == 101 and outcomes[0].late_rows == 0
     same(spark, f"SELECT * FROM {views[0]}", f"SELECT * FROM {views[1]}")
     if clauses:
-        marks = [spark.sql(f"SELECT watermark_micros FROM mv_refresh_history('', '{v}', '1')").first()[0] for v in views]
+        marks = watermarks(spark, views)
         exact = spark.sql(f"SELECT unix_micros(max(ts)) - 60000000 FROM {sources[0]}").first()[0]
         assert marks[1] == exact and 0 <= exact - marks[0] <= (999 if told else 0)
     else:
@@ -299,22 +312,12 @@ def test_a_small_append_at_the_end_of_time_takes_its_windows_from_its_files_stat
     """A small append at the end of time (under SMALL_CHANGE_BYTES) whose file's statistics tell its
     span takes its windows from them, as a large one does: no Spark job groups its rows. Delta's
     statistics keep the millisecond: a latest row at 01:30:59.999999 closes [01:29, 01:30) under a
-    one-minute delay (the window of the append's other row) and its millisecond would not, so that append is read and grouped instead;
-    a row at 01:30:59.998999 closes nothing either way. The view equals its twin, whose changes are
-    always grouped, with the same windows closed."""
+    one-minute delay (the window of the append's other row) and its millisecond would not, so
+    that append is read and grouped instead; a row at 01:30:59.998999 closes nothing either way.
+    The view equals its twin, whose changes are always grouped, with the same windows closed."""
     spark = utc
-    start = "TIMESTAMP'2024-01-01 00:00:00'"
-
-    def by_minute(src: str) -> str:
-        return (f"SELECT window_start, window_end, item, {AGGREGATES} FROM {SPANNED['tumble'].format(src=src)} "
-                "GROUP BY window_start, window_end, item")
-    sources, views = twins(spark, given, start, by_minute, f"{LATE_VIEW} REFRESH POLICY INCREMENTAL")
-    grouped, touched_windows, spanned_windows = [], window_refresh.touched_windows, window_refresh._spanned
-
-    def watched(*args):  # the real grouping, each call recorded
-        grouped.append(1)
-        return touched_windows(*args)
-    monkeypatch.setattr(window_refresh, "touched_windows", watched)
+    sources, views, _, grouped = spanned_twins(spark, given, monkeypatch, "tumble", LATE_VIEW)
+    spanned_windows = window_refresh._spanned
     outcomes = []
     for src, view, allowed in zip(sources, views, [True, False]):
         spark.sql(f"INSERT INTO {src} VALUES (1000, 'a', TIMESTAMP'2024-01-01 01:29:30', 3), "
@@ -328,6 +331,6 @@ def test_a_small_append_at_the_end_of_time_takes_its_windows_from_its_files_stat
     same(spark, f"SELECT * FROM {views[0]}", f"SELECT * FROM {views[1]}")
     closed = spark.sql(f"SELECT max(window_end) FROM {views[0]}").first()[0]
     assert str(closed).endswith("01:25:00" if told else "01:30:00"), closed   # [01:29, 01:30) holds row 1000
-    marks = [spark.sql(f"SELECT watermark_micros FROM mv_refresh_history('', '{v}', '1')").first()[0] for v in views]
+    marks = watermarks(spark, views)
     exact = spark.sql(f"SELECT unix_micros(max(ts)) - 60000000 FROM {sources[0]}").first()[0]
     assert marks[1] == exact and 0 <= exact - marks[0] <= (999 if told else 0)
