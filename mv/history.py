@@ -57,12 +57,17 @@ BESIDE = "mv.beside"  # on a table beside a view: the view's name (mv/jvm/ReadOn
 CHECKPOINT_INTERVAL, CHECKPOINTS_EVERY = "delta.checkpointInterval", "100"
 
 
-def write_late_rows(run: Run, late: DataFrame, part: int = 0) -> None:
-    """Append the changes in `late` to <view>__late, once per refresh and part (the caller counts
-    them), by the extension's commit (mv/jvm/LateRowsCommit.scala), which also records the
-    refresh and its source versions (pinned_targets) in the table's properties. The source's
-    columns keep their names, but for one the late table's own columns take
-    (internal_columns.late_name)."""
+def write_late_rows(run: Run, late: DataFrame, part: int = 0) -> int:
+    """Append the changes in `late` to <view>__late, once per refresh and part, and return how
+    many: they are cached and counted first (one Spark job), and none appended is no commit. The
+    extension's commit (mv/jvm/LateRowsCommit.scala) also records the refresh and its source
+    versions (pinned_targets) in the table's properties. The source's columns keep their names,
+    but for one the late table's own columns take (internal_columns.late_name)."""
+    late = late.cache()  # read twice: counted, then appended
+    run.cached.append(late)
+    count = late.count()
+    if not count:
+        return 0
     spark, view, refresh_id = run.spark, run.view, run.outcome.refresh_id
     taken = {c: internal_columns.late_name(c) for c in late.columns if internal_columns.late_name(c) != c}
     late = (late.withColumnsRenamed(taken)
@@ -84,6 +89,7 @@ def write_late_rows(run: Run, late: DataFrame, part: int = 0) -> None:
     row = spark.sql(f"MV_COMMIT_LATE_ROWS {sql_string(json.dumps(spec))}").first()
     if row.status == "conflict":  # a concurrent refresh of the view appended first
         raise errors.concurrent_refresh(view.name)
+    return count
 
 
 def _create_late_table(spark: SparkSession, view: View, rows: str) -> None:

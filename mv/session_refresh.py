@@ -245,11 +245,8 @@ def session_watermark(run: Run, changes: str) -> tuple[RefreshState, str, int]:
     grace = interval_micros(run.spark, d.grace)
     on_time, late_view, late, latest, retracted = session_lateness.split(run, changes, previous.watermark, grace)
     if late:  # netted again, whatever share cancels (change_feed.late_rows), and counted as written
-        rows = change_feed.late_rows(run, run.info.windows[0].sources[0], run.spark.table(late_view)).cache()
-        run.cached.append(rows)
-        if written := rows.count():
-            write_late_rows(run, rows)
-        run.outcome.late_rows += written
+        rows = change_feed.late_rows(run, run.info.windows[0].sources[0], run.spark.table(late_view))
+        run.outcome.late_rows += write_late_rows(run, rows)
     progress.checkpoint("late_rows_written")
     return RefreshState(run.outcome.refresh_id, dict(run.targets), *advanced(run, [latest])), on_time, retracted
 

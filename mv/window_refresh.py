@@ -161,8 +161,7 @@ def _statistics_span(run: Run, w: Window, seen: int) -> tuple | None:
         return rows, None, None, None, None, 0
     if least < seen:
         return None
-    zone = w.time_zone if run.time_type != "timestamp_ntz" else None  # TIMESTAMP_NTZ aligns on its own value
-    shift = zone_shift(run.spark, zone)
+    shift = zone_shift(run.spark, w.time_zone)  # None for TIMESTAMP_NTZ, which aligns on its own value
     if d.watermark_column and run.time_type != "bigint" and w.ends_at(greatest - delay + 1000, shift):
         return None  # the latest time's microseconds may close the window ending a millisecond after its own
     low, high = w.bounds(least, greatest, shift)
@@ -221,16 +220,10 @@ def _write_late(run: Run, w: Window, part: int, old_wm: int, grace: int) -> int:
     (the late table keeps whole source rows) and netted whatever share cancels (an update that
     changes no column the query reads is no late row, whether `read` netted the change or not: it
     changes nothing the view shows), through the window function, those in a final window
-    (its end + `grace` at most the previous watermark `old_wm`) kept, counted (one Spark job) and,
-    if any, appended."""
+    (its end + `grace` at most the previous watermark `old_wm`) kept and, if any, appended."""
     rows = run.temp_view(change_feed.whole_rows(run, w.sources[0], _maybe_late(run, w), net=True), f"whole_{part}")
-    late = run.spark.sql(f"SELECT * EXCEPT ({WS}, {WE}, {T}) FROM {_windowed(run, w, rows)} "
-                         f"WHERE {WE} + {grace} <= {old_wm}").cache()
-    run.cached.append(late)
-    count = late.count()
-    if count:
-        write_late_rows(run, late, part)
-    return count
+    return write_late_rows(run, run.spark.sql(f"SELECT * EXCEPT ({WS}, {WE}, {T}) FROM {_windowed(run, w, rows)} "
+                                              f"WHERE {WE} + {grace} <= {old_wm}"), part)
 
 
 def _maybe_late(run: Run, w: Window) -> str:

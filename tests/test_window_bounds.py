@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from mv.query import Window, micros_sql, time_sql
 from mv.window_refresh import zone_shift
+from test_window_time_zones import time_zone
 
 SECOND = 1_000_000
 # Zones whose windows align on one offset from UTC (the extension's WindowSpec.fixedZoneOffsetMicros).
@@ -32,14 +33,10 @@ def windows(draw):
 
 def by_the_window_function(spark, w: Window, zone: str, time_type: str, earliest: int, latest: int):
     """The earliest window start and latest window end the window function gives the two times."""
-    previous = spark.conf.get("spark.sql.session.timeZone")
-    spark.conf.set("spark.sql.session.timeZone", zone)
-    try:
+    with time_zone(spark, zone):
         times = f"(SELECT * FROM VALUES ({time_sql(earliest, time_type)}), ({time_sql(latest, time_type)}) AS t(ts))"
         return tuple(spark.sql(f"SELECT min({micros_sql('window_start', time_type)}), "
                                f"max({micros_sql('window_end', time_type)}) FROM {w.call(times)}").first())
-    finally:
-        spark.conf.set("spark.sql.session.timeZone", previous)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
