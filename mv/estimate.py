@@ -349,9 +349,10 @@ def pricing(past: list[Past], retracts: bool | None) -> list[Past]:
 
 def planned_near_full(past: list[Past], retracts: bool | None) -> bool:
     """Whether none of `past` is an incremental refresh that prices a change of the kind `retracts`
-    says (`pricing`: for one that takes rows away, one that did) and one went full because an incremental one, not yet measured, planned nearly a full
-    refresh's work (`Past.near_full`) for a change of that kind, or for an append (a change that
-    takes rows away does what it does): such a change goes full without being read until that
+    says (`pricing`: for one that takes rows away, one that did) and one went full because an
+    incremental one, not yet measured, planned nearly a full refresh's work (`Past.near_full`) for
+    a change of that kind, or for an append (a change that takes rows away does what it does):
+    such a change goes full without being read until that
     refresh leaves the newest (PAST_REFRESHES), when a change is weighed again. Nexmark's q6 at 1M
     bids: its change round read the change to switch, 1.02 s against 0.67 s for a full refresh;
     q1, with an append measured, read each of three, 1.3-1.4 s against 0.95-1.1 s.
