@@ -18,6 +18,7 @@ import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.delta.{DeltaLog, DeltaTableUtils, Snapshot}
 import org.apache.spark.sql.delta.actions.{Action, AddCDCFile, AddFile, CommitInfo, RemoveFile}
+import org.apache.spark.sql.delta.util.FileNames
 import org.apache.spark.sql.types.{BooleanType, DataType, DoubleType, LongType, MapType, StringType, StructType,
   TimestampType}
 
@@ -124,7 +125,7 @@ object DeltaTables {
           val snapshot = log.update(catalogTableOpt = Some(t))
           Row(name, snapshot.version, snapshot.metadata.id, outsideChange(log, snapshot).map(Long.box).orNull,
             SmallDeltaScans.listed(snapshot).isDefined, snapshot.metadata.configuration, true,
-            snapshot.checksumOpt.map(c => Long.box(c.tableSizeBytes)).orNull,
+            tableBytes(log, snapshot).map(Long.box).orNull,
             after.flatMap(changeBytes(log, _, snapshot.version)).map(Long.box).orNull, snapshot.metadata.schemaString,
             after.flatMap(changeRetracts(log, _, snapshot.version)).map(Boolean.box).orNull,
             committedAt(log, snapshot).map(Long.box).orNull)
@@ -137,6 +138,20 @@ object DeltaTables {
     if (!snapshot.metadata.configuration.contains(ReadOnlyViews.DefinitionProperty)) None
     else Try(log.getChanges(snapshot.version).take(1).toSeq.flatMap(_._2)
       .collectFirst { case c: CommitInfo => c.timestamp.getTime }).toOption.flatten
+
+  /**
+   * The table's bytes, from its snapshot's checksum or else its version's checksum file, read now:
+   * a snapshot Delta made as it committed, when it could not derive the new checksum then, read
+   * the file before its post-commit hook wrote it, and keeps none (AUTO's estimate then waited for
+   * the change to be read, and weighed a change larger than a full refresh as a tie). None when
+   * the version has no checksum file (a table another writer wrote).
+   */
+  private def tableBytes(log: DeltaLog, snapshot: Snapshot): Option[Long] =
+    snapshot.checksumOpt.map(_.tableSizeBytes).orElse(Try {
+      val file = FileNames.checksumFile(log.logPath, snapshot.version)
+      val in = file.getFileSystem(log.newDeltaHadoopConf()).open(file)
+      try Option(new ObjectMapper().readTree(in).get("tableSizeBytes")).map(_.asLong) finally in.close()
+    }.toOption.flatten)
 
   /**
    * The bytes of the files the change feed of versions after `after` up to `latest` reads, from the
