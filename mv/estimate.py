@@ -288,14 +288,18 @@ def stops(dry: bool, found: Estimate | None) -> Stopped | None:
 
 
 def weigh(incremental_bytes: int, full_bytes: int, past: list[Past], min_work: int = MIN_WORK,
-          spent: float = 0.0, retracts: bool | None = None, source_bytes: int | None = None) -> Estimate:
+          spent: float = 0.0, retracts: bool | None = None, source_bytes: int | None = None,
+          over_appends: float = RETRACTS_OVER_APPENDS) -> Estimate:
     """Both ways of doing the rest of a refresh, in bytes and, by `past` (rates from refreshes of at
     least `min_work` bytes; the incremental fixed part from all of its own, less the `spent` seconds
     this refresh already took), in seconds. A change that takes rows away or not (`retracts`) is
     priced by the incremental refreshes of its kind when there are some (`alike`); one that takes
     rows away is never priced by appends, which cost a fraction of it (`dearer_by_kind` bounds it by
     them before reading): with none of its kind, it is not yet measured (Nexmark's q0 at 1M bids,
-    its appends 0.2-0.4 s, its first change priced from them at 1.1 s, took 3.5 s). The first
+    its appends 0.2-0.4 s, its first change priced from them at 1.1 s, took 3.5 s), but its fixed
+    part is at least `over_appends` times their fastest, as `dearer_by_kind` bounds it (`floor`):
+    priced by its bytes alone, Nexmark's q14, q15, q17 and q21 at 1M bids were explored at 1.7-3.4
+    times a full refresh, their bound just under a full refresh's time. The first
     refresh's rate is a full refresh's only while no other full refresh tells it, and with the
     sources' bytes known (`source_bytes`) it prices one by them alone (`_first_only`); then
     `tries_full` says whether it is within reach. With a rate but no incremental refresh at all, that side has
@@ -312,7 +316,9 @@ def weigh(incremental_bytes: int, full_bytes: int, past: list[Past], min_work: i
     """
     incremental = pricing(past, retracts)
     measured = _measured_full(past)
-    fixed = min((p.duration_s for p in incremental), default=0.0)
+    floor = over_appends * min((p.duration_s for p in alike(past, False)), default=0.0) \
+        if retracts and not incremental else 0.0
+    fixed = min((p.duration_s for p in incremental), default=floor)
     rates = {"incremental": _rate(incremental, min_work, fixed), "full": _full_rate(past, min_work)}
     inc_rate = rates["incremental"] if rates["incremental"] is not None else rates["full"]
     full_rate = rates["full"] if rates["full"] is not None else rates["incremental"]
@@ -323,7 +329,8 @@ def weigh(incremental_bytes: int, full_bytes: int, past: list[Past], min_work: i
     full_s = round(first if first is not None else full_bytes * full_rate, 1)
     tries = (not measured and rates["full"] is not None and bool(incremental)
              and full_s < TRY_FULL_WITHIN * incremental_s)
-    return Estimate(incremental_bytes, full_bytes, incremental_s, full_s, tries_full=tries, unmeasured=not incremental)
+    return Estimate(incremental_bytes, full_bytes, incremental_s, full_s, tries_full=tries, unmeasured=not incremental,
+                    from_appends=over_appends if floor else 0.0)
 
 
 def alike(past: list[Past], retracts: bool | None) -> list[Past]:
@@ -477,7 +484,8 @@ def before_reading(spark: SparkSession, view: str, sizes: Sizes, previous: Refre
     if sizes.change + sizes.joined < WEIGH_CHANGE * sizes.full:
         return None
     return replace(weigh(sizes.change + sizes.joined, sizes.full, measured(spark, view, previous, previous_end),
-                         _min_work(spark), retracts=retracts, source_bytes=sizes.source), at_least=True)
+                         _min_work(spark), retracts=retracts, source_bytes=sizes.source, over_appends=over_appends),
+                   at_least=True)
 
 
 def by_kind(spark: SparkSession, view: str, sizes: Sizes, previous: RefreshState | None,
@@ -505,16 +513,18 @@ def retracts_over_appends(info: QueryInfo) -> float:
 
 def planned(spark: SparkSession, view: str, query: str, incremental: tuple[str | None, str], sizes: Sizes,
             spent: float, previous: RefreshState | None, previous_end: float | None,
-            retracts: bool | None = None) -> Estimate:
+            retracts: bool | None = None, over_appends: float = RETRACTS_OVER_APPENDS) -> Estimate:
     """The estimate of a refresh of `view` (its `query` over its sources) whose rest reads the source
     query and the view query of `incremental` (no source query: combined from the view's rows),
     planned in one query (mv_scan_bytes), against a full refresh (`sizes`; planned too when a
     size is unknown); the view's newest refreshes (of the change's kind, `retracts`, when known)
-    turn bytes into seconds, less the `spent` seconds the refresh took so far (its change read)."""
+    turn bytes into seconds, less the `spent` seconds the refresh took so far (its change read); a
+    change that takes rows away, of a kind not yet measured, costs at least `over_appends` times
+    the view's fastest append (`weigh`)."""
     source, view_part = _planned_bytes(spark, list(incremental))
     full = sizes.full if sizes.full is not None else full_work(spark, query, view)
     found = weigh(source + 2 * view_part, full, measured(spark, view, previous, previous_end), _min_work(spark), spent,
-                  retracts, sizes.source if sizes.full is not None else None)
+                  retracts, sizes.source if sizes.full is not None else None, over_appends)
     return replace(found, small_change=sizes.small_change)
 
 

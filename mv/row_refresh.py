@@ -372,7 +372,8 @@ def _weigh(run: Run, parts: list[tuple[int, str, str]], reads_view: bool, recomp
     source = f"SELECT 1 FROM ({terms}) t UNION ALL SELECT 1 FROM ({view}) v" if reads_view else terms
     found = estimate.planned(run.spark, run.view.name, run.query, (source, view if reads_view else None),
                              run.sizes, spent=time.time() - run.outcome.started_at, previous=run.previous,
-                             previous_end=run.previous_end, retracts=bool(run.updated))
+                             previous_end=run.previous_end, retracts=bool(run.updated),
+                             over_appends=estimate.retracts_over_appends(run.info))
     found = run.outcome.weighed(replace(found, small_change=found.small_change and not several))
     run.outcome.work_bytes = found.incremental_bytes + (run.sizes.change or 0)
     return estimate.stops(run.dry, found)

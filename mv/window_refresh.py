@@ -371,7 +371,7 @@ def weigh(run: Run, affected, newly_closed, combining: bool,
     found = run.outcome.weighed(estimate.planned(
         run.spark, run.view.name, run.query, (source, f"SELECT * FROM {run.view.name} WHERE {written}"), run.sizes,
         spent=time.time() - run.outcome.started_at, previous=run.previous, previous_end=run.previous_end,
-        retracts=bool(run.updated)))
+        retracts=bool(run.updated), over_appends=estimate.retracts_over_appends(run.info)))
     run.outcome.work_bytes = found.incremental_bytes + (run.sizes.change or 0)  # its rate covers the change too
     return found
 
