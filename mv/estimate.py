@@ -297,9 +297,9 @@ def weigh(incremental_bytes: int, full_bytes: int, past: list[Past], min_work: i
     rows away is never priced by appends, which cost a fraction of it (`dearer_by_kind` bounds it by
     them before reading): with none of its kind, it is not yet measured (Nexmark's q0 at 1M bids,
     its appends 0.2-0.4 s, its first change priced from them at 1.1 s, took 3.5 s), but its fixed
-    part is at least `over_appends` times their fastest, as `dearer_by_kind` bounds it (`floor`):
-    priced by its bytes alone, Nexmark's q14, q15, q17 and q21 at 1M bids were explored at 1.7-3.4
-    times a full refresh, their bound just under a full refresh's time. The first
+    part is at least `over_appends` times their fastest, as `dearer_by_kind` bounds it (`floor`),
+    not its bytes alone, which priced it under that bound (a bound under a full refresh's time
+    still explores it once: Nexmark's q14 and q21 at 1M bids, 2.1-2.5 times the cheaper way). The first
     refresh's rate is a full refresh's only while no other full refresh tells it, and with the
     sources' bytes known (`source_bytes`) it prices one by them alone (`_first_only`); then
     `tries_full` says whether it is within reach. With a rate but no incremental refresh at all, that side has

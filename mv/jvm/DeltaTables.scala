@@ -141,10 +141,10 @@ object DeltaTables {
 
   /**
    * The table's bytes, from its snapshot's checksum or else its version's checksum file, read now:
-   * a snapshot Delta made as it committed, when it could not derive the new checksum then, read
-   * the file before its post-commit hook wrote it, and keeps none (AUTO's estimate then waited for
-   * the change to be read, and weighed a change larger than a full refresh as a tie). None when
-   * the version has no checksum file (a table another writer wrote).
+   * a snapshot Delta makes as it commits reads that file before its post-commit hook writes it, and
+   * can keep none (the suspected cause of one CI run's estimate without sizes, which then waited
+   * for the change to be read and weighed a change larger than a full refresh as a tie). None
+   * when the version has no checksum file (a table another writer wrote).
    */
   private def tableBytes(log: DeltaLog, snapshot: Snapshot): Option[Long] =
     snapshot.checksumOpt.map(_.tableSizeBytes).orElse(Try {
