@@ -26,7 +26,7 @@ class Table:
     small: bool = False  # its checksum lists its files: scans and the commit read them without a Spark job
     properties: dict = field(default_factory=dict, compare=False)  # the table's (a Delta table's configuration)
     exists: bool = True  # False for a name the catalog has no table of (version -1)
-    bytes: int | None = None  # its files' size, from its checksum (its snapshot's, or its version's file; None without one)
+    bytes: int | None = None  # its files' size: from its checksum, else its state (None: not a Delta table)
     change_bytes: int | None = None  # what its change feed after the version asked for holds (`lookup`'s `after`)
     schema: str | None = field(default=None, compare=False)  # Delta's schema JSON (None: not a Delta table)
     change_retracts: bool | None = None  # whether that change feed takes rows away (updates, deletes)

@@ -123,6 +123,8 @@ class Sizes:
     view: int | None
     # A view over several sources: what its change's terms read besides the change, at least (`joined`).
     joined: int = 0
+    # What the log did not tell: `table` (its bytes) or `table's change` (its change feed's bytes).
+    unknown: tuple[str, ...] = ()
 
     @staticmethod
     def of(tables: dict[str, Table], view: str, reads: list[Read], by_terms: bool = True,
@@ -135,8 +137,10 @@ class Sizes:
         def total(values: list[int | None]) -> int | None:
             return None if None in values else sum(values)
         sources = list(dict.fromkeys(r.table for r in reads))
+        unknown = tuple([s for s in [*sources, view] if tables[s].bytes is None] +
+                        [f"{s}'s change" for s in sources if tables[s].change_bytes is None])
         return Sizes(total([tables[s].bytes for s in sources]), total([tables[s].change_bytes for s in sources]),
-                     tables[view].bytes, joined(tables, view, reads, bounded) if by_terms else 0)
+                     tables[view].bytes, joined(tables, view, reads, bounded) if by_terms else 0, unknown)
 
     @property
     def full(self) -> int | None:
@@ -197,6 +201,7 @@ class Estimate:
     unmeasured: bool = False  # no incremental refresh among the view's newest: its side is its bytes alone
     planned_near_full: bool = False  # no incremental measured, and a change of its kind planned near full before
     unrated_unmeasured: bool = False  # no rate: the bytes alone decide; and no incremental refresh measured
+    unknown: tuple[str, ...] = ()  # sizes the log did not tell, so the change was not weighed before reading
 
     @property
     def near_full(self) -> bool:
@@ -244,6 +249,8 @@ class Estimate:
         elif self.by_kind is not None:
             kind = "changes that take rows away" if self.by_kind else "appends"
             line += f"; the view's incremental refreshes of {kind} took at least {self.incremental_s:.1f} s"
+        if self.unknown:
+            line += f"; not weighed before reading its change: unknown size of {', '.join(self.unknown)}"
         return line + (f"; a change under {SMALL_CHANGE:.0%} of its sources' bytes refreshes incrementally"
                        if self.small_change else "")
 
@@ -535,7 +542,7 @@ def planned(spark: SparkSession, view: str, query: str, incremental: tuple[str |
     full = sizes.full if sizes.full is not None else full_work(spark, query, view)
     found = weigh(source + 2 * view_part, full, measured(spark, view, previous, previous_end), _min_work(spark), spent,
                   retracts, sizes.source if sizes.full is not None else None, over_appends)
-    return replace(found, small_change=sizes.small_change)
+    return replace(found, small_change=sizes.small_change, unknown=sizes.unknown)
 
 
 def full_work(spark: SparkSession, query: str, view: str) -> int:

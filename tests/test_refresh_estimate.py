@@ -6,6 +6,8 @@ which never switches.
 """
 import time
 from dataclasses import replace
+from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 
@@ -115,6 +117,16 @@ def test_a_change_over_several_sources_is_weighed_with_what_its_terms_join_it_to
     appended = {**tables, "dim": dimension, "fact": replace(fact, change_bytes=MB, change_retracts=False)}
     assert joined(appended, "v", fact_dim) == MB  # the dimension once, the view not read
     assert joined(tables, "v", [Read("dim", "dim")]) == 0  # one read: nothing joined
+
+
+def test_a_size_the_log_does_not_tell_is_named_by_the_estimate_weighed_after_reading():
+    """Without every size before reading (a Parquet source, a change feed's commit cleaned up), the
+    change is read and weighed by its planned bytes; EXPLAIN says which size was missing."""
+    tables = {"src": Table(5, "s", bytes=None, change_bytes=None), "v": Table(9, "v", bytes=MB)}
+    sizes = Sizes.of(tables, "v", [Read("src", "src")])
+    assert (sizes.full, sizes.unknown) == (None, ("src", "src's change"))
+    line = replace(weigh(MB, 2 * MB, []), unknown=sizes.unknown).describe()
+    assert line.endswith("; not weighed before reading its change: unknown size of src, src's change")
 
 
 def test_a_change_joined_on_columns_it_bounds_counts_nothing_of_the_other_reads_before_it_is_read():
@@ -377,6 +389,24 @@ def test_a_change_larger_than_a_full_refresh_is_refreshed_in_full_under_auto(spa
     assert [refreshed(spark, view) for view in views] == [("full", "FULL_CHEAPER"), ("incremental", "CHANGES_ONLY")]
     assert latest(spark, "est_auto").work_bytes > 0
     assert_views_equal_their_query(spark)
+
+
+def test_a_table_whose_log_keeps_no_checksums_still_has_its_size_before_reading(spark):
+    """AUTO's estimate before reading needs every table's bytes; a table another writer left without
+    checksum files (delta-rs; a writer with them turned off) has them from its state, as Delta's
+    own DESCRIBE DETAIL does."""
+    spark.sql("DROP TABLE IF EXISTS est_unsummed")
+    spark.sql("CREATE TABLE est_unsummed (id BIGINT) USING delta")
+    spark.range(1000).write.insertInto("est_unsummed")
+    log = Path(urlparse(spark.sql("DESCRIBE DETAIL est_unsummed").first().location).path) / "_delta_log"
+    for checksum in log.glob("*.crc"):
+        checksum.unlink()
+    spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()  # its snapshot read again, without them
+
+    found = spark.sql("SELECT bytes FROM mv_delta_tables('est_unsummed')").first().bytes
+
+    assert found == spark.sql("DESCRIBE DETAIL est_unsummed").first().sizeInBytes > 0
+    spark.sql("DROP TABLE est_unsummed")
 
 
 def test_a_refresh_keeps_its_newest_refreshes_in_its_state_as_the_history_has_them(spark, views):

@@ -140,18 +140,20 @@ object DeltaTables {
       .collectFirst { case c: CommitInfo => c.timestamp.getTime }).toOption.flatten
 
   /**
-   * The table's bytes, from its snapshot's checksum or else its version's checksum file, read now:
-   * a snapshot Delta makes as it commits reads that file before its post-commit hook writes it, and
-   * can keep none (the suspected cause of one CI run's estimate without sizes, which then waited
-   * for the change to be read and weighed a change larger than a full refresh as a tie). None
-   * when the version has no checksum file (a table another writer wrote).
+   * The table's bytes, from its snapshot's checksum, else its version's checksum file read now (a
+   * snapshot Delta makes as it commits can keep none), else the snapshot's state, reconstructed
+   * from the log (a table another writer left without checksums; a scan of it reconstructs the
+   * same state, which the snapshot then keeps). Never unknown for an existing table: AUTO's
+   * estimate before reading needs it, and without it (a CI run, cause not reproduced) a change
+   * larger than a full refresh was read, then weighed as a tie of planned bytes and run
+   * incrementally.
    */
   private def tableBytes(log: DeltaLog, snapshot: Snapshot): Option[Long] =
     snapshot.checksumOpt.map(_.tableSizeBytes).orElse(Try {
       val file = FileNames.checksumFile(log.logPath, snapshot.version)
       val in = file.getFileSystem(log.newDeltaHadoopConf()).open(file)
       try Option(new ObjectMapper().readTree(in).get("tableSizeBytes")).map(_.asLong) finally in.close()
-    }.toOption.flatten)
+    }.toOption.flatten).orElse(Some(snapshot.sizeInBytes))
 
   /**
    * The bytes of the files the change feed of versions after `after` up to `latest` reads, from the
