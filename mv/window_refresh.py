@@ -630,8 +630,8 @@ def with_open_windows(run: Run, live, bound: int, changes: str, how: str) -> tup
         to_view, still_open = open_windows.split(run, rows.unionByName(kept), bound)
         missing = in_windows(run, in_view, "t.")  # the view's rows of those windows that the recomputation lacks
     else:
-        rows = added(run.spark, combination(run, changes, partials), run.open_state.rows, view_rows)
-        run.outcome.groups_combined = rows.where(TOUCHED).count()
+        rows, run.outcome.groups_combined = added(run.spark, combination(run, changes, partials),
+                                                  run.open_state.rows, view_rows)
         to_view, still_open = open_windows.split(run, rows.drop(TOUCHED), bound)
     kept_id = open_windows.replace(run, still_open)
     if not in_view:  # every window written is new to the view
