@@ -28,7 +28,9 @@ class Write:
     (`read_version`). `fresh`: a key column whose rows beyond the view's files' greatest value
     there are inserted without matching (a window newer than the view's; `merge`). `unmatched`: a
     condition on the rows that `on` never lets match (a replacement's rows to insert), whose rows
-    are inserted without matching too (`delete_matched_insert_rest`)."""
+    are inserted without matching too (`delete_matched_insert_rest`). `deletes_reached`: every
+    reached row is deleted and the rows' others are inserts or markers (`counted`), so the commit
+    classifies them without a join."""
     mode: str
     rows: DataFrame | None = None
     on: str | None = None
@@ -38,6 +40,7 @@ class Write:
     reached: DataFrame | None = None
     fresh: str | None = None
     unmatched: str | None = None
+    deletes_reached: bool = False
 
     def spec(self, rows_view: str | None, reached_view: str | None = None, read_at: int | None = None) -> dict:
         """The commit statement's spec, with the rows as the temporary view `rows_view` and the
@@ -45,7 +48,8 @@ class Write:
         clauses = {"on": self.on, "delete_matched": self.delete_matched, "delete_missing": self.delete_missing,
                    "target_filter": self.target_filter, "reached": reached_view,
                    "reached_version": read_at if reached_view else None,
-                   "fresh": self.fresh, "unmatched": self.unmatched} if self.mode == "merge" else {}
+                   "fresh": self.fresh, "unmatched": self.unmatched,
+                   "deletes_reached": self.deletes_reached and reached_view is not None} if self.mode == "merge" else {}
         return {"mode": self.mode, "rows": rows_view, **clauses}
 
 
@@ -215,7 +219,7 @@ def counted(run: Run, net: DataFrame) -> Write:
                 F.greatest(F.lit(0), F.coalesce(held["held"], F.lit(0)) + losing[N]).alias(N))
     gaining = net.where(F.col(N) > 0).select(*columns, F.lit(False).alias(OP), F.col(N))
     write = _copies(run, left.unionByName(gaining), within, settled=True)
-    return replace(write, reached=reached)
+    return replace(write, reached=reached, deletes_reached=True)  # every reached row is a losing row's copy
 
 
 def reached_rows(run: Run, within: str, losing: DataFrame) -> DataFrame:
