@@ -49,7 +49,7 @@ class Write:
                    "target_filter": self.target_filter, "reached": reached_view,
                    "reached_version": read_at if reached_view else None,
                    "fresh": self.fresh, "unmatched": self.unmatched,
-                   "deletes_reached": self.deletes_reached and reached_view is not None} if self.mode == "merge" else {}
+                   "deletes_reached": self.deletes_reached} if self.mode == "merge" else {}
         return {"mode": self.mode, "rows": rows_view, **clauses}
 
 

@@ -473,14 +473,14 @@ object RefreshCommit extends DeltaCommand {
    * }}}
    */
   private def deletedAll(schema: StructType, target: DataFrame, source: DataFrame): (DataFrame, Seq[FileRows]) = {
-    def image(frame: DataFrame): Column =
+    def image(frame: DataFrame): Column =  // the view's types on both sides, so the union's agree
       struct(schema.fields.map(f => frame.col(quoted(f.name)).cast(f.dataType).as(f.name)).toSeq: _*)
-    def absent(frame: DataFrame): Column = when(lit(false), image(frame))
+    val absent = lit(null).cast(schema)
     val deleted = target.select(lit("delete").as(IC.Action), col(IC.File), col(IC.Row), lit(true).as(IC.InSource),
-      image(target).as(IC.Old), absent(target).as(IC.New))
+      image(target).as(IC.Old), absent.as(IC.New))
     val inserted = source.where(col(IC.Op) === "insert").select(lit("insert").as(IC.Action),
       lit(null).cast(StringType).as(IC.File), lit(null).cast(LongType).as(IC.Row), lit(true).as(IC.InSource),
-      absent(source).as(IC.Old), image(source).as(IC.New))
+      absent.as(IC.Old), image(source).as(IC.New))
     val classified = deleted.unionByName(inserted).persist(StorageLevel.MEMORY_AND_DISK)
     (classified, perFile(classified))
   }
