@@ -1,5 +1,6 @@
 package io.mvengine
 
+import org.apache.spark.SparkContext
 import org.apache.spark.sql.SparkSessionExtensions
 import org.apache.spark.sql.catalyst.FunctionIdentifier
 import org.apache.spark.sql.catalyst.expressions.{Expression, ExpressionInfo}
@@ -22,6 +23,9 @@ class MvSparkSessionExtension extends (SparkSessionExtensions => Unit) {
     WindowErrors.register()
     // A jar built for another Spark line says so now, not with a NoSuchMethodError mid-query.
     SparkCompat.requireLine(SparkCompat.builtLine)
+    // In one JVM, local files are created and renamed without a process per file (chmod, readlink).
+    // Spark applies extensions once its context runs, so this is that context.
+    LocalFiles.install(SparkContext.getOrCreate())
     // Binds window calls before analysis, and accepts Flink's TABLE(TUMBLE(TABLE t, ...)); plans the
     // materialized-view statements (CREATE / REFRESH / DROP / SHOW / DESCRIBE / EXPLAIN ... MATERIALIZED VIEW).
     extensions.injectParser((_, parser) => new WindowSqlParser(parser))
