@@ -72,23 +72,30 @@ def test_a_rename_onto_an_existing_file_still_fails(spark, tmp_path):
     assert (tmp_path / "b").read_text() == "b"
 
 
-def test_only_a_local_master_without_a_local_file_system_of_its_own_gets_them(spark):
+def test_only_a_local_master_whose_settings_name_no_local_file_system_gets_them(spark):
     jvm = spark._jvm
     install = jvm.io.mvengine.LocalFiles.installIn
 
     def conf(**settings):
+        """Hadoop's defaults, and `settings` as spark.hadoop.* settings give them."""
         c = jvm.org.apache.hadoop.conf.Configuration()
         for key, value in settings.items():
-            c.set(key.replace("_", "."), value)
+            c.set(key.replace("_", "."), value, "spark.hadoop")
         return c
 
-    assert spark.sparkContext._jsc.hadoopConfiguration().get("fs.file.impl") == FS
+    def local_file_systems(c):
+        return c.get("fs.file.impl"), c.get("fs.AbstractFileSystem.file.impl")
+
+    assert local_file_systems(spark.sparkContext._jsc.hadoopConfiguration()) == (FS, AFS)
     fresh = conf()
     assert install("local[2]", fresh) is True
-    assert (fresh.get("fs.file.impl"), fresh.get("fs.AbstractFileSystem.file.impl")) == (FS, AFS)
+    assert local_file_systems(fresh) == (FS, AFS)
     cluster = conf()
     assert install("local-cluster[2,1,1024]", cluster) is False
-    assert cluster.get("fs.file.impl") is None
-    own = conf(fs_file_impl="org.apache.hadoop.fs.LocalFileSystem")
-    assert install("local[*]", own) is False
-    assert own.get("fs.file.impl") == "org.apache.hadoop.fs.LocalFileSystem"
+    assert local_file_systems(cluster) == (None, "org.apache.hadoop.fs.local.LocalFs")
+    hadoops = conf(fs_file_impl="org.apache.hadoop.fs.LocalFileSystem")
+    assert install("local[*]", hadoops) is False
+    assert local_file_systems(hadoops) == ("org.apache.hadoop.fs.LocalFileSystem", "org.apache.hadoop.fs.local.LocalFs")
+    hadoops_log = conf(fs_AbstractFileSystem_file_impl="org.apache.hadoop.fs.local.LocalFs")
+    assert install("local", hadoops_log) is False
+    assert local_file_systems(hadoops_log) == (None, "org.apache.hadoop.fs.local.LocalFs")

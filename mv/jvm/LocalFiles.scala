@@ -38,8 +38,8 @@ import org.apache.spark.SparkContext
  * }}}
  * Hadoop caches one FileSystem per scheme, and spark-submit creates the local one before the
  * extension's jar is loaded, so `file:` is no longer cached: each lookup makes a new instance
- * (no I/O, a few objects). A session whose settings name another local file system keeps it;
- * `spark.hadoop.fs.file.impl=org.apache.hadoop.fs.LocalFileSystem` keeps Hadoop's.
+ * (no I/O, a few objects). A session whose settings name either local file system keeps what
+ * they name: `spark.hadoop.fs.file.impl=org.apache.hadoop.fs.LocalFileSystem` keeps Hadoop's.
  */
 object LocalFiles {
 
@@ -79,20 +79,22 @@ object LocalFiles {
   def install(context: SparkContext): Boolean = installIn(context.master, context.hadoopConfiguration)
 
   /** Names these classes in `conf` for a local master (`local`, `local[4]`; not `local-cluster`,
-   *  whose executors are other JVMs), unless it names other local file systems; whether they are
-   *  named now. Example: installIn("local[*]", conf) sets fs.file.impl where conf has none. */
+   *  whose executors are other JVMs), unless a setting (`spark.hadoop.*`, or code) already names
+   *  either local file system, Hadoop's included; whether they are named now.
+   *  Example: installIn("local[*]", new Configuration()) sets fs.file.impl and the other two. */
   def installIn(master: String, conf: Configuration): Boolean = {
-    if (master == "local" || master.startsWith("local[")) {
-      if (conf.get("fs.file.impl") == null) {
-        conf.set("fs.file.impl", classOf[FileSystem].getName)
-        conf.setBoolean("fs.file.impl.disable.cache", true)
-      }
-      if (conf.get("fs.AbstractFileSystem.file.impl") == "org.apache.hadoop.fs.local.LocalFs") {
-        conf.set("fs.AbstractFileSystem.file.impl", classOf[Fs].getName)
-      }
+    val named = Seq(FileSystemKey, FsKey).exists(key =>
+      Option(conf.getPropertySources(key)).exists(_.exists(_ != "core-default.xml")))
+    if ((master == "local" || master.startsWith("local[")) && !named) {
+      conf.set(FileSystemKey, classOf[FileSystem].getName)
+      conf.setBoolean("fs.file.impl.disable.cache", true)
+      conf.set(FsKey, classOf[Fs].getName)
     }
-    conf.get("fs.file.impl") == classOf[FileSystem].getName && conf.get("fs.AbstractFileSystem.file.impl") == classOf[Fs].getName
+    conf.get(FileSystemKey) == classOf[FileSystem].getName && conf.get(FsKey) == classOf[Fs].getName
   }
+
+  private val FileSystemKey = "fs.file.impl"
+  private val FsKey = "fs.AbstractFileSystem.file.impl"
 
   private val bits = Seq(
     PosixFilePermission.OWNER_READ -> 256, PosixFilePermission.OWNER_WRITE -> 128,
