@@ -22,7 +22,7 @@ import org.apache.spark.SparkContext
  * commit writes its log entry and checksum through FileContext (HDFSLogStore: a temporary file
  * and its `.crc`, then a rename without overwrite), twelve processes each; every Parquet file
  * and its `.crc` two more. Measured (bench/fixed_cost.py, a /tmp JFR probe): 1,363 processes
- * in 35 rounds of a 1,000-row append and a refresh, 4-5 ms each from the 4 GB driver.
+ * in 35 rounds of a 1,000-row append and a refresh, 4-7 ms each from the 4 GB driver.
  *
  * What stays Hadoop's: every other operation, the checksum files, the rename's refusal to
  * overwrite (FileContext checks the destination first, as before), and a symbolic link's status
@@ -30,7 +30,7 @@ import org.apache.spark.SparkContext
  * set Hadoop's way too.
  *
  * The engine's extension installs them (`install`) in the SparkContext's Hadoop settings when
- * Spark runs in one JVM (a `local` master) and the settings name Hadoop's own classes:
+ * Spark runs in one JVM (a `local` master) and no setting names either local file system:
  * {{{
  *   fs.file.impl                     io.mvengine.LocalFiles$FileSystem
  *   fs.file.impl.disable.cache       true
