@@ -63,17 +63,15 @@ object LocalFiles {
   /** FileContext's raw local file system (Hadoop's RawLocalFs) over RawFileSystem. */
   class RawFs(uri: URI, conf: Configuration)
       extends DelegateToFileSystem(uri, new RawFileSystem, conf, FsConstants.LOCAL_FS_URI.getScheme, false) {
-    def this(conf: Configuration) = this(FsConstants.LOCAL_FS_URI, conf)
     override def getUriDefaultPort: Int = -1
     @throws[IOException] override def getServerDefaults(f: Path): FsServerDefaults = LocalConfigKeys.getServerDefaults
     @throws[IOException] override def getServerDefaults: FsServerDefaults = LocalConfigKeys.getServerDefaults
     override def isValidName(src: String): Boolean = true  // as Hadoop's: the OS decides
   }
 
-  /** `fs.AbstractFileSystem.file.impl`: FileContext's local file system (Hadoop's LocalFs) over RawFs. */
-  class Fs(uri: URI, conf: Configuration) extends ChecksumFs(new RawFs(uri, conf)) {
-    def this(conf: Configuration) = this(FsConstants.LOCAL_FS_URI, conf)
-  }
+  /** `fs.AbstractFileSystem.file.impl`: FileContext's local file system (Hadoop's LocalFs) over RawFs.
+   *  Hadoop makes it by its (URI, Configuration) constructor, the only one. */
+  class Fs(uri: URI, conf: Configuration) extends ChecksumFs(new RawFs(uri, conf))
 
   /** Names these classes in `context`'s Hadoop settings (`installIn`); whether they are named now. */
   def install(context: SparkContext): Boolean = installIn(context.master, context.hadoopConfiguration)
