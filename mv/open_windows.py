@@ -58,7 +58,7 @@ def sessions_fold(view: View, info: QueryInfo) -> bool:
     """Whether the view's open sessions fold with a change's: one SESSION under a watermark, grouped
     by its keys and its bounds alone, its other columns count, sum, min or max. A row that joins a
     session, or two, then gives their rows folded (session_refresh.folded_sessions); a retraction,
-    which may split one, has the sessions of its key recomputed from the source."""
+    which may split one, has the open sessions recomputed from the source (recent_sessions)."""
     keys = info.session_keys
     return (len(info.windows) == 1 and info.windows[0].kind == "SESSION" and bool(view.definition.watermark_column)
             and combinable(info, sessions=True) and len(keys) == len(info.windows[0].partition_by)

@@ -44,10 +44,10 @@ def _match(run, left: str, right: str) -> str:
     return " AND ".join([f"{left}.{k} <=> {right}.{k}" for k in _keys(run)] or ["true"])
 
 
-def split(run, changes: str, watermark: int | None, grace: int) -> tuple[str, str, int, int | None, int]:
+def split(run, changes: str, watermark: int | None, grace: int) -> tuple[str, str, int, int | None, int, int | None]:
     """The changes that are not late and those that are (two temporary views; the caller writes the
-    late ones to the late table), how many are late, the latest event time the changes add, and how
-    many of the changes that are not late retract a row."""
+    late ones to the late table), how many are late, the latest event time the changes add, how
+    many of the changes that are not late retract a row, and the earliest time among those (µs)."""
     w, t = run.info.windows[0], run.time_type
     time = micros_sql(f"c.{quote(w.time_column)}", t)
     gap = w.size
@@ -62,12 +62,12 @@ def split(run, changes: str, watermark: int | None, grace: int) -> tuple[str, st
             f"ON {_match(run, 'c', 'f')}")
     classified = classified.localCheckpoint()  # not cached: it reads the view (mv/combine.py says why)
     name = run.temp_view(classified, "classified")
-    late, latest, retracted = run.spark.sql(
-        f"SELECT count_if({LATE}), max(IF({SIGN} = 1, {time}, NULL)), count_if(NOT {LATE} AND {SIGN} = -1) "
-        f"FROM {name} c").first()
+    late, latest, retracted, earliest = run.spark.sql(
+        f"SELECT count_if({LATE}), max(IF({SIGN} = 1, {time}, NULL)), count_if(NOT {LATE} AND {SIGN} = -1), "
+        f"min(IF({LATE}, NULL, {time})) FROM {name} c").first()
     on_time, too_late = (run.temp_view(run.spark.sql(f"SELECT * EXCEPT ({LATE}) FROM {name} WHERE {test}"), part)
                          for test, part in ((f"NOT {LATE}", "on_time"), (LATE, "late")))
-    return on_time, too_late, late, latest, retracted
+    return on_time, too_late, late, latest, retracted, earliest
 
 
 def without_late(run, rows: str, between: tuple[int, int] | None = None) -> str:
@@ -105,13 +105,14 @@ def without_late(run, rows: str, between: tuple[int, int] | None = None) -> str:
         LATERAL VIEW explode(sequence(1, {N})) copies AS {COPY}"""), "without_late")
 
 
-def after_final(run, rows: str, watermark: int, grace: int) -> str:
+def after_final(run, rows: str, watermark: int, grace: int, since: int | None = None) -> str:
     """A temporary view of the source rows `rows` that no final session of their key holds back:
-    what a full recomputation reads, so the sessions it makes never reach a final one."""
+    what a full recomputation reads, so the sessions it makes never reach a final one. `since`
+    (µs): `rows` are all later, so only final sessions ending after it can hold one back."""
     w, t = run.info.windows[0], run.time_type
     time = micros_sql(f"r.{quote(w.time_column)}", t)
     return run.temp_view(run.spark.sql(
-        f"SELECT r.* FROM {rows} r LEFT JOIN ({_cuts(run, watermark, grace, None)}) f ON {_match(run, 'r', 'f')} "
+        f"SELECT r.* FROM {rows} r LEFT JOIN ({_cuts(run, watermark, grace, since)}) f ON {_match(run, 'r', 'f')} "
         f"WHERE f.{CUT} IS NULL OR {time} IS NULL OR {time} > f.{CUT}"), "after_final")
 
 

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from mv import change_feed, estimate, open_windows, progress, session_lateness, watermark, writes
 from mv.combine import folded
 from mv.history import write_late_rows
-from mv.internal_columns import CHANGED, CHANGES, FIRST, GROUP, HI, LAST, LO, OP, SESSION, SIGN, STARTS, T, TOUCHED
+from mv.internal_columns import CHANGED, CHANGES, FIRST, GROUP, HI, LAST, LO, OP, SESSION, STARTS, T, TOUCHED
 from mv.query import interval_micros, micros_sql, quote, time_sql
 from mv.run import INFINITY, Run, advanced, known_dearer, source_time_type
 from mv.state import RefreshState
@@ -41,12 +41,13 @@ def refresh_sessions(run: Run, change: Change) -> Step:
     is one the view holds as it is (or a part of one, cut at `open_from`), and the sessions
     closing for the first time are appended, not merged. When the view also keeps its open
     sessions (mv/open_windows.py) and the changes only insert, those fold with the changes' own
-    sessions instead (`folded_sessions`): the source is not read.
+    sessions instead (`folded_sessions`): the source is not read; when they also retract, every
+    open session is recomputed from the source in one query (`recent_sessions`).
     """
     spark, w, info, changes, state = run.spark, run.info.windows[0], run.info, change.view, run.carried()
     open_from, settled = None, False
     if late_sessions(run):
-        state, changes, retracted = session_watermark(run, changes)
+        state, changes, retracted, earliest = session_watermark(run, changes)
         on_time = run.outcome.rows_read > run.outcome.late_rows  # else nothing but late rows to write
         if on_time and (stopped := estimate.stops(run.dry, known_dearer(run))):  # its late rows written
             return stopped
@@ -57,8 +58,8 @@ def refresh_sessions(run: Run, change: Change) -> Step:
             kept = run.open_state is not None and run.open_state.rows is not None
             if settled and kept and not retracted:
                 return folded_sessions(run, changes, state)
-            if settled and kept and w.partition_by:
-                return retracted_sessions(run, changes, state)
+            if settled and kept:
+                return recent_sessions(run, state, min(open_from, earliest) if earliest is not None else open_from)
     keys, source = [quote(k) for k in w.partition_by], info.source_tables[0]
     match = " AND ".join([f"a.{k} <=> b.{k}" for k in keys] or ["true"])
     regions = session_regions(run, changes, open_from, touching_view=not settled)
@@ -104,45 +105,33 @@ def folded_sessions(run: Run, changes: str, state: RefreshState) -> Recomputed:
     return closed_and_kept(run, state, fold(run, changes, run.open_state.rows))
 
 
-def retracted_sessions(run: Run, changes: str, state: RefreshState) -> Recomputed:
-    """`folded_sessions` for a change that also retracts rows (not late) of some keys: a retraction may
-    split a session, so those keys' sessions are recomputed from the source, and only there. Per key
-    with a retraction, the region is its changed rows' spans widened by gap and every open session of
-    the key (its rows lie within [start, end - gap]); the view being settled, no row of a final session
-    is within gap of either. The other keys fold as in `folded_sessions`.
+def recent_sessions(run: Run, state: RefreshState, since: int) -> Recomputed:
+    """`folded_sessions` for a change that also retracts rows (not late): a retraction may split a
+    session, so every key's sessions from `since` on are recomputed from the source, in one query:
+    its rows from `since` on (µs: the earliest of the open sessions' start, `open_from`, and the
+    changes that are not late), late changes undone, and without those a final session holds back
+    (`session_lateness.after_final`), as a full recomputation reads them. Exact: the view being
+    settled, a change that is not late reaches only open sessions or none, and every row of an
+    open session is from `open_from` on; the sessions recomputed are the open ones and those the
+    changes make, none that the view holds (their rows are held back). Closed ones are appended,
+    the rest kept open (`closed_and_kept`).
 
-    Example: kept a [00:01, 00:11) n=2 and b [00:02, 00:12) n=1; a's 00:01 deleted and b's 00:05
-    inserted: a's sessions are recomputed from its rows in [00:01 - 10 min, 00:11 + 10 min), b's fold.
+    Example: open a [00:01, 00:11) n=2, b [00:02, 00:12) n=1; a's 00:01 deleted, b's 00:05
+    inserted: both keys' sessions recomputed from their bids from 00:01 (open_from) on.
     """
-    spark, w, t = run.spark, run.info.windows[0], run.time_type
-    keys = [quote(k) for k in w.partition_by]
-    match = " AND ".join(f"a.{k} <=> b.{k}" for k in keys)
-    reached = run.temp_view(spark.sql(f"SELECT DISTINCT {', '.join(keys)} FROM {changes} WHERE {SIGN} = -1")
-                            .localCheckpoint(), "retracting")
-
-    def part(rows: str, of_reached: bool) -> str:
-        join = "LEFT SEMI" if of_reached else "LEFT ANTI"
-        label = ("changes" if rows == changes else "open") + ("_reached" if of_reached else "_folded")
-        return run.temp_view(spark.sql(f"SELECT a.* FROM {rows} a {join} JOIN {reached} b ON {match}"), label)
-
-    def us(column: str) -> str:
-        return micros_sql(quote(column), t)
-
-    regions = run.temp_view(spark.sql(f"""
-        WITH spans AS (SELECT {''.join(f'{k}, ' for k in keys)}{us(w.time_column)} - {w.size} AS {LO},
-                              {us(w.time_column)} + {w.size} AS {HI}
-                       FROM {part(changes, True)} WHERE {quote(w.time_column)} IS NOT NULL
-                       UNION ALL SELECT {''.join(f'{k}, ' for k in keys)}{us(run.info.window_start)} AS {LO},
-                              {us(run.info.window_end)} - {w.size} AS {HI} FROM {part(run.open_state.rows, True)}),
-        {merged_spans(keys)}""").localCheckpoint(), "regions")
-    low, high = spark.sql(f"SELECT min({LO}), max({HI}) FROM {regions}").first()
-    if low is None:  # retractions of rows without a time, of keys without open sessions: none to read
-        low, high = 0, -1
-    rows = region_rows(run, regions, low, high)
+    source, previous = run.info.source_tables[0], run.previous
+    t, column = run.time_type, quote(run.info.windows[0].time_column)
+    bounded = since > -INFINITY
+    rows = run.source(source)
+    if bounded:  # a constant bound on the time column: Delta skips the files before it
+        rows = run.temp_view(run.spark.sql(f"SELECT * FROM {rows} WHERE {column} >= {time_sql(since, t)}"), "recent")
+    rows = session_lateness.without_late(run, rows, (since, INFINITY) if bounded else None)
+    if previous.watermark is not None:  # else no session is final
+        grace = interval_micros(run.spark, run.view.definition.grace)
+        rows = session_lateness.after_final(run, rows, previous.watermark, grace, since - 1 if bounded else None)
     names = [quote(c) for c in run.columns]
-    recomputed = spark.sql(run.query_over({run.info.source_tables[0]: rows})).selectExpr(*names, f"CAST(NULL AS BOOLEAN) AS {TOUCHED}")
-    folded = fold(run, part(changes, False), part(run.open_state.rows, False))
-    return closed_and_kept(run, state, folded.unionByName(recomputed).localCheckpoint())
+    recomputed = run.spark.sql(run.query_over({source: rows})).selectExpr(*names, f"CAST(NULL AS BOOLEAN) AS {TOUCHED}")
+    return closed_and_kept(run, state, recomputed.localCheckpoint())
 
 
 def fold(run: Run, changes: str, kept: str) -> DataFrame:
@@ -238,17 +227,19 @@ def session_regions(run: Run, changes: str, open_from: int | None, touching_view
         {merged_spans(keys)}""").localCheckpoint(), "regions")  # not cached: it reads the view (combine.py)
 
 
-def session_watermark(run: Run, changes: str) -> tuple[RefreshState, str, int]:
-    """The state after the changes (event time, watermark), the changes that are not late and how
-    many of them retract a row; the late ones written to the late table and counted."""
+def session_watermark(run: Run, changes: str) -> tuple[RefreshState, str, int, int | None]:
+    """The state after the changes (event time, watermark), the changes that are not late, how
+    many of them retract a row and their earliest time (µs); the late ones written to the late
+    table and counted."""
     d, previous = run.view.definition, run.previous
     grace = interval_micros(run.spark, d.grace)
-    on_time, late_view, late, latest, retracted = session_lateness.split(run, changes, previous.watermark, grace)
+    on_time, late_view, late, latest, retracted, earliest = session_lateness.split(
+        run, changes, previous.watermark, grace)
     if late:  # netted again, whatever share cancels (change_feed.late_rows), and counted as written
         rows = change_feed.late_rows(run, run.info.windows[0].sources[0], run.spark.table(late_view))
         run.outcome.late_rows += write_late_rows(run, rows)
     progress.checkpoint("late_rows_written")
-    return RefreshState(run.outcome.refresh_id, dict(run.targets), *advanced(run, [latest])), on_time, retracted
+    return RefreshState(run.outcome.refresh_id, dict(run.targets), *advanced(run, [latest])), on_time, retracted, earliest
 
 
 def merged_spans(keys: list[str]) -> str:
