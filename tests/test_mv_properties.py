@@ -11,7 +11,9 @@ runs, then after every refresh:
   what an independent oracle derives from docs/design.md rules 10-13: the changes that were not late,
   over the windows it shows; the late ones are in <view>__late, counted by the refresh. SESSION
   views have an oracle of their own (``SessionOracle``, the rule of mv/session_lateness.py), and
-  a REFRESH ... FULL right after a refresh must leave every watermarked view as it was.
+  a REFRESH ... FULL right after a refresh must leave every watermarked view as it was; one
+  SESSION view under EMIT ON WINDOW CLOSE is also drawn alone, with more deletes and updates, so
+  that its retractions reach the open sessions it keeps.
 
 The oracle (``Oracle`` below) replays the source's change feed: every insert and update post-image
 is +1, every delete and update pre-image -1. At a refresh, watermark_before is what the previous
@@ -485,6 +487,15 @@ def test_views_without_watermark_equal_their_query_run_in_full(utc_spark, data):
 @given(data=st.data())
 def test_watermarked_views_equal_the_oracle(utc_spark, data):
     run_example(utc_spark, data, WATERMARKED, OPERATIONS + ["refresh_and_full"])
+
+
+@BUDGET
+@given(data=st.data())
+def test_watermarked_sessions_under_retractions_equal_the_oracle(utc_spark, data):
+    """Sessions kept open beside the view fold with inserts and are recomputed under a retraction
+    (session_refresh.recent_sessions): one SESSION view, more deletes and updates than above."""
+    run_example(utc_spark, data, {"session_close": WATERMARKED["session_close"]},
+                ["insert", "update", "delete", "delete", "refresh", "refresh"])
 
 
 def test_the_oracle_on_a_hand_worked_example():
