@@ -119,19 +119,32 @@ def recent_sessions(run: Run, state: RefreshState, since: int) -> Recomputed:
     Example: open a [00:01, 00:11) n=2, b [00:02, 00:12) n=1; a's 00:01 deleted, b's 00:05
     inserted: both keys' sessions recomputed from their bids from 00:01 (open_from) on.
     """
-    source, previous = run.info.source_tables[0], run.previous
-    t, column = run.time_type, quote(run.info.windows[0].time_column)
-    bounded = since > -INFINITY
-    rows = run.source(source)
-    if bounded:  # a constant bound on the time column: Delta skips the files before it
-        rows = run.temp_view(run.spark.sql(f"SELECT * FROM {rows} WHERE {column} >= {time_sql(since, t)}"), "recent")
-    rows = session_lateness.without_late(run, rows, (since, INFINITY) if bounded else None)
-    if previous.watermark is not None:  # else no session is final
-        grace = interval_micros(run.spark, run.view.definition.grace)
-        rows = session_lateness.after_final(run, rows, previous.watermark, grace, since - 1 if bounded else None)
+    rows = rows_after_final(run, since if since > -INFINITY else None)
     names = [quote(c) for c in run.columns]
-    recomputed = run.spark.sql(run.query_over({source: rows})).selectExpr(*names, f"CAST(NULL AS BOOLEAN) AS {TOUCHED}")
+    recomputed = run.spark.sql(run.query_over({run.info.source_tables[0]: rows})).selectExpr(
+        *names, f"CAST(NULL AS BOOLEAN) AS {TOUCHED}")
     return closed_and_kept(run, state, recomputed.localCheckpoint())
+
+
+def rows_after_final(run: Run, since: int | None = None) -> str:
+    """A temporary view of the source rows a recomputation of sessions under a watermark reads:
+    those from `since` on (µs; None: all of them), with the late changes undone
+    (session_lateness.without_late, only those of that time read) and without the rows a final
+    session holds back (session_lateness.after_final; none is final before a first watermark).
+
+    Example: the rows `recent_sessions` reads from the earliest open session's start on:
+        >>> rows_after_final(run, state.open_from)
+    """
+    source, previous = run.info.source_tables[0], run.previous
+    rows = run.source(source)
+    if since is not None:  # a constant bound on the time column: Delta skips the files before it
+        column, t = quote(run.info.windows[0].time_column), run.time_type
+        rows = run.temp_view(run.spark.sql(f"SELECT * FROM {rows} WHERE {column} >= {time_sql(since, t)}"), "recent")
+    rows = session_lateness.without_late(run, rows, None if since is None else (since, INFINITY))
+    if previous is None or previous.watermark is None:
+        return rows
+    grace = interval_micros(run.spark, run.view.definition.grace)
+    return session_lateness.after_final(run, rows, previous.watermark, grace, None if since is None else since - 1)
 
 
 def fold(run: Run, changes: str, kept: str) -> DataFrame:
@@ -390,12 +403,7 @@ def full_sessions(run: Run, new_wm: int | None) -> tuple[str, int | None]:
     """SESSION under a watermark, recomputed in full: the query over the source with the late
     changes undone and without the rows final sessions hold back (those stay as the view has them),
     and under EMIT ON WINDOW CLOSE where the earliest session still open starts."""
-    source, previous = run.info.source_tables[0], run.previous
-    rows = session_lateness.without_late(run, run.source(source))
-    if previous is not None and previous.watermark is not None:
-        rows = session_lateness.after_final(run, rows, previous.watermark,
-                                            interval_micros(run.spark, run.view.definition.grace))
-    query = run.query_over({source: rows})
+    query = run.query_over({run.info.source_tables[0]: rows_after_final(run)})
     if run.view.definition.emit != "WINDOW CLOSE":
         return query, None
     sessions = run.spark.sql(query).cache()  # computed once: for where open ones start, and for the MERGE
