@@ -9,8 +9,8 @@ Delta commit beside the view's (`replace`), naming it with a new id (its table p
 by the same commit, RefreshCommit's); the view's state, committed in the view's commit, names
 the id it goes with (`open_id`). A table whose
 id is not the state's (a refresh that died between the two commits, a concurrent refresh, a
-view last refreshed before open windows were kept) is not trusted: the refresh builds it again
-from the source (`rebuilt`), as a full refresh does. So it never decides what is exact: the view's
+view last refreshed before open windows were kept) is not trusted (`untrusted`): the refresh builds it again
+from the source (`rebuilt`), as a full refresh does, even one that finds no source moved. So it never decides what is exact: the view's
 state does.
 
 Example:
@@ -79,6 +79,12 @@ def kept(view: View, info: QueryInfo, previous: RefreshState | None, found: Tabl
                 found.properties.get(REFRESH_ID_PROPERTY))
 
 
+def untrusted(found: Kept | None) -> bool:
+    """Whether the view keeps open windows and their table is not the one its state names (`kept`),
+    so its next refresh builds them again even when no source moved."""
+    return found is not None and found.rows is None
+
+
 def split(run: Run, rows: DataFrame, bound: int) -> tuple[DataFrame, DataFrame]:
     """`rows` divided into those of windows closed by the new watermark (ending at or before
     `bound`, µs), which go to the view, and the rest, which stay open."""
@@ -112,6 +118,7 @@ def replace(run: Run, rows: DataFrame) -> str:
 def _commit(run: Run, spec: dict, lost_is_error: bool) -> None:
     """The open-window table's commit (`spec`, no analysed write); one that lost to a concurrent
     refresh is MV_CONCURRENT_REFRESH when `lost_is_error`, else the view's own commit decides."""
+    progress.checkpoint("open_windows_keeping")
     row = run.spark.sql(f"MV_COMMIT_REFRESH {sql_string(json.dumps(spec))}").first()
     if row.status != "committed":
         if lost_is_error:

@@ -15,7 +15,9 @@ import signal
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-KILL_POINTS = ("changes_read", "late_rows_written", "open_windows_kept", "committed")
+# open_windows_keeping: before the open windows' commit, which runs beside the view's (open_windows.replace),
+# so that the view's commit lands without it
+KILL_POINTS = ("changes_read", "late_rows_written", "open_windows_keeping", "open_windows_kept", "committed")
 
 
 class Crash(BaseException):

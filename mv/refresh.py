@@ -104,7 +104,7 @@ def _idle(spark: SparkSession, view: View) -> tuple[Outcome | None, dict[str, de
     query: its last refresh found the query kept incrementally, reading no SQL view and no other
     materialized view; no source moved or was created again since; only refreshes changed the
     view; no interrupted attempt left late rows to finish (the late table's note, read in the same
-    lookup); the clock closes no window (IDLE AFTER). Else no outcome, and the tables looked up
+    lookup) or open windows other than the state's (`open_windows.untrusted`); the clock closes no window (IDLE AFTER). Else no outcome, and the tables looked up
     for the refresh to go on with (none when a source is a materialized view, which the refresh
     brings up to date first).
 
@@ -118,12 +118,14 @@ def _idle(spark: SparkSession, view: View) -> tuple[Outcome | None, dict[str, de
     previous = stored(spark, view.name, view.properties).state
     if not previous.incremental or previous.views_fingerprint is not None:
         return None, {}
-    tables = delta_tables.lookup(spark, [*previous.sources, view.late_table], after=previous.sources)
+    kept = [view.open_table] if previous.open_id is not None else []
+    tables = delta_tables.lookup(spark, [*previous.sources, view.late_table, *kept], after=previous.sources)
     if any(catalog.DEFINITION_PROPERTY in tables[s].properties for s in previous.sources):
         return None, {}
     if any(not (t := tables[s]).exists or t.version != v or t.id != previous.source_ids.get(s, t.id)
            for s, v in previous.sources.items()) \
             or pinned_targets(spark, view, previous.refresh_id + 1, tables[view.late_table]) is not None \
+            or any(tables[t].properties.get(STATE_PROPERTY) != previous.open_id for t in kept) \
             or clock_closes(spark, view.definition, previous, watermark.now()):
         return None, tables
     return _unchanged(view, previous, started), tables
@@ -268,8 +270,11 @@ def _prepared(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry:
     if chosen.technique == "incremental":
         chosen = _schema_checked(view, info, previous, tables, replaces_schema, chosen)
     now = watermark.now()
+    open_state = open_windows.kept(view, info, previous, tables.get(view.open_table))
+    # No source moved: nothing to do, unless the kept open windows are not the state's (a refresh
+    # killed after the view's commit, before theirs): they are built again now, not at the next change.
     if chosen.technique == "incremental" and not pinned and targets == previous.sources \
-            and not clock_closes(spark, view.definition, previous, now):
+            and not clock_closes(spark, view.definition, previous, now) and not open_windows.untrusted(open_state):
         return _unchanged(view, previous, started)
     # window by window (mv/window_refresh.py, or a window-local query of rows): the other reads are
     # read within the change's time range alone, not known before reading it
@@ -284,7 +289,7 @@ def _prepared(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry:
     outcome.weighed(upfront)
     run = Run(spark, view, info, previous, targets, outcome, marker=found.marker,
               source_ids={s: tables[s].id for s in info.source_tables}, now=now, dry=dry, sizes=sizes,
-              open_state=open_windows.kept(view, info, previous, tables.get(view.open_table)),
+              open_state=open_state,
               late_exists=tables[view.late_table].exists, replaces_schema=replaces_schema,
               source_schemas={s: types for s in info.source_tables if (types := tables[s].column_types)},
               previous_end=previous_end, updated=updated, upfront=upfront, retracts=retracts,
@@ -454,8 +459,10 @@ def _incremental(run: Run) -> Step:
     if run.dry and not weighed(run.info):  # the shapes not weighed may write late rows next
         return Stopped(known_dearer(run))
     progress.phase(run.view.name, "recomputing")
-    if not views and clock_closes(run.spark, run.view.definition, previous, run.now) and run.info.windows:
+    closes = not views and run.info.windows and clock_closes(run.spark, run.view.definition, previous, run.now)
+    if closes:
         run.outcome.reason = "IDLE_WATERMARK"  # no change: the clock closes windows
+    if closes or (not views and open_windows.untrusted(run.open_state)):  # or open windows to build again
         views = {source: run.temp_view(change_feed.none(run, source), f"changes_{i}")
                  for i, source in enumerate(run.info.source_tables)}
         first = window_refresh.touched(run, views) if windows else None
