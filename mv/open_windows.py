@@ -5,13 +5,13 @@ reading those windows again from the source when they close.
 A view keeps them when its query is combinable (count, sum, min, max over one source, grouped by
 TUMBLE, HOP or CUMULATE windows). `<view>__open` has the view's columns and holds, per group, the
 row the view will get when its window closes. Each refresh that keeps it replaces it whole, in one
-Delta commit beside the view's (`replace`), naming it with a new id (its table property `mv.state`, written
-by the same commit, RefreshCommit's); the view's state, committed in the view's commit, names
-the id it goes with (`open_id`). A table whose
-id is not the state's (a refresh that died between the two commits, a concurrent refresh, a
-view last refreshed before open windows were kept) is not trusted (`untrusted`): the refresh builds it again
-from the source (`rebuilt`), as a full refresh does, even one that finds no source moved. So it never decides what is exact: the view's
-state does.
+Delta commit beside the view's (`replace`), naming it with a new id (its table property
+`mv.state`, written by the same commit, RefreshCommit's); the view's state, committed in the
+view's commit, names the id it goes with (`open_id`). A table whose id is not the state's (a
+refresh that died between the two commits, a concurrent refresh, a view last refreshed before
+open windows were kept) is not trusted (`named`, `untrusted`): the refresh builds it again from
+the source (`rebuilt`), as a full refresh does, even one that finds no source moved. So it never
+decides what is exact: the view's state does.
 
 Example:
     >>> open_windows.kept(view, info, previous, tables[view.open_table])
@@ -73,10 +73,15 @@ def kept(view: View, info: QueryInfo, previous: RefreshState | None, found: Tabl
         return None
     if found is None or not found.exists:
         return Kept(None, None)
-    named = previous.open_id if previous is not None else None
-    ours = named is not None and found.properties.get(STATE_PROPERTY) == named
+    ours = named(found, previous.open_id if previous is not None else None)
     return Kept(f"{view.open_table} VERSION AS OF {found.version}" if ours else None,
                 found.properties.get(REFRESH_ID_PROPERTY))
+
+
+def named(found: Table, open_id: str | None) -> bool:
+    """Whether the open table `found` (mv_delta_tables) is the one whose id the view's state names
+    (`open_id`), so it can be trusted; a table named by no state never is."""
+    return open_id is not None and found.properties.get(STATE_PROPERTY) == open_id
 
 
 def untrusted(found: Kept | None) -> bool:

@@ -104,7 +104,8 @@ def _idle(spark: SparkSession, view: View) -> tuple[Outcome | None, dict[str, de
     query: its last refresh found the query kept incrementally, reading no SQL view and no other
     materialized view; no source moved or was created again since; only refreshes changed the
     view; no interrupted attempt left late rows to finish (the late table's note, read in the same
-    lookup) or open windows other than the state's (`open_windows.untrusted`); the clock closes no window (IDLE AFTER). Else no outcome, and the tables looked up
+    lookup) or open windows other than the state's (`open_windows.named`); the clock closes no
+    window (IDLE AFTER). Else no outcome, and the tables looked up
     for the refresh to go on with (none when a source is a materialized view, which the refresh
     brings up to date first).
 
@@ -125,7 +126,7 @@ def _idle(spark: SparkSession, view: View) -> tuple[Outcome | None, dict[str, de
     if any(not (t := tables[s]).exists or t.version != v or t.id != previous.source_ids.get(s, t.id)
            for s, v in previous.sources.items()) \
             or pinned_targets(spark, view, previous.refresh_id + 1, tables[view.late_table]) is not None \
-            or any(tables[t].properties.get(STATE_PROPERTY) != previous.open_id for t in kept) \
+            or any(not open_windows.named(tables[t], previous.open_id) for t in kept) \
             or clock_closes(spark, view.definition, previous, watermark.now()):
         return None, tables
     return _unchanged(view, previous, started), tables

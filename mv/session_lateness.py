@@ -88,7 +88,7 @@ def without_late(run, rows: str, between: tuple[int, int] | None = None) -> str:
     spark = run.spark
     if not spark.catalog.tableExists(run.view.late_table):
         return rows
-    late = _late_net(run, rows, between)
+    late, cols = _late_net(run, rows, between)
     time, t = quote(run.info.windows[0].time_column), run.time_type
     low, high, untimed = spark.sql(f"SELECT min({micros_sql(time, t)}), max({micros_sql(time, t)}), "
                                    f"count_if({time} IS NULL) FROM {late}").first()
@@ -96,7 +96,6 @@ def without_late(run, rows: str, between: tuple[int, int] | None = None) -> str:
         return rows
     span = "true" if untimed else f"r.{time} BETWEEN {time_sql(low, t)} AND {time_sql(high, t)}"
     times = run.temp_view(spark.sql(f"SELECT DISTINCT {time} FROM {late}"), "late_times")
-    cols = ", ".join(quote(c) for c in spark.table(late).columns if c != N)
     return run.temp_view(spark.sql(f"""
         SELECT /*+ BROADCAST(l) */ r.* FROM {rows} r LEFT ANTI JOIN {times} l ON r.{time} <=> l.{time}
         UNION ALL
@@ -109,9 +108,10 @@ def without_late(run, rows: str, between: tuple[int, int] | None = None) -> str:
         LATERAL VIEW explode(sequence(1, {N})) copies AS {COPY}"""), "without_late")
 
 
-def _late_net(run, rows: str, between: tuple[int, int] | None) -> str:
+def _late_net(run, rows: str, between: tuple[int, int] | None) -> tuple[str, str]:
     """A temporary view of the late changes as rows of `rows`' columns with N, how many copies each
-    adds (a late delete's) or takes out (negative: a late insert's), those that net to nothing left out."""
+    adds (a late delete's) or takes out (negative: a late insert's), those that net to nothing left
+    out; and those columns, quoted, as a select list."""
     spark = run.spark
     schema = spark.sql(f"SELECT * FROM {rows}").schema
     recorded = {c.lower() for c in spark.table(run.view.late_table).columns}
@@ -122,7 +122,7 @@ def _late_net(run, rows: str, between: tuple[int, int] | None) -> str:
     where = f" WHERE {time} BETWEEN {time_sql(between[0], t)} AND {time_sql(between[1], t)}" if between else ""
     return run.temp_view(spark.sql(
         f"SELECT {cols}, sum(-{SIGN}) AS {N} FROM (SELECT {picked}, _change_sign AS {SIGN} "
-        f"FROM {run.view.late_table}{where}) GROUP BY {cols} HAVING sum({SIGN}) <> 0"), "late_net")
+        f"FROM {run.view.late_table}{where}) GROUP BY {cols} HAVING sum({SIGN}) <> 0"), "late_net"), cols
 
 
 def after_final(run, rows: str, watermark: int, grace: int, since: int | None = None) -> str:
