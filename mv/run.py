@@ -93,6 +93,10 @@ class Run:
     # The sources whose change may hold updates, as their logs say (change files or removed files
     # since the previous refresh): their changes are netted (change_feed.netted)
     updated: frozenset[str] = frozenset()
+    # Each source's change as change_feed.read cached it with every column, where its late rows are
+    # taken from it (change_feed.whole_rows) rather than read again from the change feed, and
+    # whether no update image of it cancels (none needs netting again)
+    whole: dict[str, tuple[DataFrame, bool]] = field(default_factory=dict)
     switched_s: float = 0.0  # when AUTO switched to a full refresh after reading the change (estimate.Past)
     near_full: bool = False  # AUTO went full: an incremental refresh not yet measured planned near a full one's work
     upfront: Estimate | None = None  # AUTO's (or EXPLAIN's) estimate before reading the change, if any
