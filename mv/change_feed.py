@@ -183,9 +183,9 @@ def whole_rows(run: Run, source: str, where: str | None = None, net: bool = Fals
     query uses, such as its time column) keeps, and with `net` netted (`netted`, whatever share
     cancels); None when it has no new version. Taken from the change `read` cached, where it keeps
     every column for this (`_late_from_kept`), and not netted again when no update image of it
-    cancels (`netted`); else read from the change feed. Filtered first, the netting's aggregation reads those
-    rows alone: an update's images that cancel agree on every used column, so a filter on them
-    keeps both or neither.
+    cancels (`netted`); else read from the change feed. Filtered first, the netting's aggregation
+    reads those rows alone: an update's images that cancel agree on every used column, so a filter
+    on them keeps both or neither.
 
     Example: the rows of a change that may be late under a watermark of 09:00:
         >>> whole_rows(run, "bids", "unix_micros(date_time) <= 1700038800000000")
