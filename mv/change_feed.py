@@ -2,12 +2,13 @@
 an insert or update post-image, -1 for a delete or update pre-image.
 
 Example:
-    >>> frames = change_feed.read(run)     # {source table: its signed changes}, cached
+    >>> frames, counted = change_feed.read(run)   # {source table: its signed changes}, cached; rows by sign
 """
 from __future__ import annotations
 
 import re
 from functools import reduce
+from typing import NamedTuple
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -124,13 +125,14 @@ def none(run: Run, source: str) -> DataFrame:
 FEED_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 
 
-def read(run: Run) -> dict[str, DataFrame]:
+def read(run: Run) -> tuple[dict[str, DataFrame], dict[str, dict[int, int]]]:
     """Each source's changes since the version last processed, signed: +1 insert/postimage, -1
     delete/preimage, with only the columns the query uses (`kept_columns`; the others read as typed
     NULLs, so the change keeps the source's columns). A source whose change may hold updates
     (`run.updated`) has those the query cannot see netted away (`netted`). Cached (the refresh
     reads them several times), uncompressed when small, the caches added to `run.cached`, but for
-    a large append under a windowed view (`_read_again`).
+    a large append under a windowed view (`_read_again`). And the rows of each change that the
+    netting's check counted by sign (`Netted.signs`), which `signs` need not count again.
 
     Reading only the used columns: bench.flink's q7 (2 of bids' 6 columns) read and grouped a
     500,000-bid change in 0.68 s, against 1.1 s with all of them. Not caching an append: two
@@ -138,7 +140,7 @@ def read(run: Run) -> dict[str, DataFrame]:
     appends of 250,000 rows, refreshed in 0.94 of the cached twin's time (medians of the pairs)
     under EMIT ON UPDATE, whose recomputation reads the source, and in 0.85 under EMIT ON WINDOW
     CLOSE, which reads the change again to add it to the open windows."""
-    changes = {}
+    changes, counted = {}, {}
     small = run.sizes.change is not None and run.sizes.change <= UNCOMPRESSED_CACHE_BYTES
     for source in run.targets:
         frame, appended = _change(run, source)
@@ -151,16 +153,18 @@ def read(run: Run) -> dict[str, DataFrame]:
             continue
         with session_settings(run.spark, {COMPRESSED: str(not small).lower()}):
             cached = narrow.cache()   # the cache's form is fixed when it is declared
-            net, clean = _netted(run, source, cached)
-            if net is not None:
-                raw, cached = cached, net.cache()
+            net = _netted(run, source, cached)
+            if net.frame is not None:
+                raw, cached = cached, net.frame.cache()
                 cached.count()   # built from the raw change, which then goes
                 raw.unpersist()
         run.cached.append(cached)
         if _late_from_kept(run, source):
-            run.whole[source] = (cached, clean)
+            run.whole[source] = (cached, net.clean)
+        if net.signs is not None:
+            counted[source] = net.signs
         changes[source] = cached if kept is None else _widened(cached, frame)
-    return changes
+    return changes, counted
 
 
 def _read_again(run: Run) -> bool:
@@ -210,19 +214,18 @@ def late_rows(run: Run, source: str, frame: DataFrame) -> DataFrame:
 def _kept_rows(run: Run, source: str, frame: DataFrame, where: str | None, net: bool) -> DataFrame:
     """`frame`, `source`'s signed change, filtered by `where` and then, with `net`, netted (`whole_rows`)."""
     frame = frame.where(where) if where else frame
-    netted_frame = _netted(run, source, frame, always=True)[0] if net else None
+    netted_frame = _netted(run, source, frame, always=True).frame if net else None
     return netted_frame if netted_frame is not None else frame
 
 
-def _netted(run: Run, source: str, frame: DataFrame, always: bool = False) -> tuple[DataFrame | None, bool]:
+def _netted(run: Run, source: str, frame: DataFrame, always: bool = False) -> Netted:
     """`frame`, `source`'s signed change, netted (`netted`; `always`: whatever share cancels) when
-    the source may hold updates (`run.updated`) and the query's used columns are known, None when
-    it is not netted; and whether no update image of the result cancels (a change that only
-    appends has none)."""
+    the source may hold updates (`run.updated`) and the query's used columns are known (a change
+    that only appends has no update image to cancel)."""
     if source not in run.updated:
-        return None, True
+        return Netted(None, True, None)
     used = run.info.used_columns(source)
-    return netted(frame, used, always) if used is not None else (None, False)
+    return netted(frame, used, always) if used is not None else Netted(None, False, None)
 
 
 def kept_columns(run: Run, source: str, columns: list[str]) -> list[str] | None:
@@ -331,14 +334,25 @@ _EXACT = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.D
 NET_SHARE = 0.05
 
 
-def netted(frame: DataFrame, used: list[str], always: bool = False) -> tuple[DataFrame | None, bool]:
+class Netted(NamedTuple):
+    """`netted`'s answer: the change without its cancelling update images (None: left as it was),
+    whether no image of what is left cancels (none did, or they are dropped: no part of it needs
+    netting again, `whole_rows`), and what is left counted by sign (None: not counted)."""
+    frame: DataFrame | None
+    clean: bool
+    signs: dict[int, int] | None
+
+
+def netted(frame: DataFrame, used: list[str], always: bool = False) -> Netted:
     """`frame`'s signed changes without the updates the query cannot see: the update images of one
     commit that agree on every column the query reads (`used`) and count as many pre-images as
     post-images cancel, and each refresh path then has only the rows that change what it computes.
     None when fewer than NET_SHARE of the rows cancel (one aggregation over the change tells; with
     `always`, none), or when some used column's values cannot be compared exactly (`_EXACT`;
-    floating point as text). And whether no image of the result cancels (so no part of it needs
-    netting again: `whole_rows`): netted, or none did.
+    floating point as text). The aggregation also counts the rows by sign, before and so after
+    the cancelled images go (each cancelled group is as many +1 as -1 rows): `read` hands the
+    counts on, so `signs` runs no job of its own for that change (0.14-0.19 s a changed source
+    of Nexmark's q3 at 1M bids).
     The rows kept keep their partitions: the cancelled images are dropped by a broadcast anti-join.
 
     Example: `UPDATE bids SET price = price + 1` under a view of each auction's bids per window
@@ -352,19 +366,27 @@ def netted(frame: DataFrame, used: list[str], always: bool = False) -> tuple[Dat
         elif isinstance(kind, _EXACT) or kind.simpleString() == "string":
             keys.append(F.col(quote(name)))
         else:
-            return None, False
+            return Netted(None, False, None)
     update = F.col("_change_type").startswith("update_")
     named = [f"{NET_KEY}{i}" for i in range(len(keys))]
     # Rows other than update images fall in one group of their own (every key null), counted too.
     groups = (frame.groupBy(update.alias(NET_KEY), *[F.when(update, k).alias(n) for k, n in zip(keys, named)])
               .agg(F.sum(SIGN).alias(SIGN), F.count(F.lit(1)).alias("rows")))
     ends = F.col(NET_KEY) & (F.col(SIGN) == 0)
-    rows, cancelling = groups.agg(F.sum("rows"), F.sum(F.when(ends, F.col("rows")))).first()
+    rows, cancelling, total = groups.agg(F.sum("rows"), F.sum(F.when(ends, F.col("rows"))), F.sum(SIGN)).first()
+    rows, cancelling, total = rows or 0, cancelling or 0, total or 0
+    plus, minus = (rows + total) // 2, (rows - total) // 2  # each row counts +1 or -1
     if not cancelling or (cancelling < NET_SHARE * rows and not always):
-        return None, not cancelling
+        return Netted(None, not cancelling, _by_sign(plus, minus))
     cancelled = groups.where(ends).select(*named)
     same = reduce(lambda a, b: a & b, [k.eqNullSafe(F.col(n)) for k, n in zip(keys, named)])
-    return frame.join(F.broadcast(cancelled), update & same, "left_anti"), True
+    return Netted(frame.join(F.broadcast(cancelled), update & same, "left_anti"), True,
+                  _by_sign(plus - cancelling // 2, minus - cancelling // 2))
+
+
+def _by_sign(plus: int, minus: int) -> dict[int, int]:
+    """Rows counted by sign as `signs` gives them: a sign no row has left out."""
+    return {sign: n for sign, n in ((1, plus), (-1, minus)) if n}
 
 
 def signs(frame: DataFrame) -> dict[int, int]:

@@ -442,10 +442,11 @@ def _incremental(run: Run) -> Step:
     try:  # the first read of the change feed: the touched windows, or a count
         if windows and (ahead := window_refresh.full_ahead(run)) is not None:  # its late rows written
             return Stopped(ahead)
-        changes = change_feed.read(run)  # its caches go to run.cached: the MERGE, run at commit, still reads them
+        changes, counted = change_feed.read(run)  # its caches go to run.cached: the MERGE, run at commit, still reads them
         views = {source: run.temp_view(frame, f"changes_{i}") for i, (source, frame) in enumerate(changes.items())}
         first = window_refresh.touched(run, views) if windows and views else None
-        signs = {source: change_feed.signs(frame) for source, frame in changes.items()} if not first else {}
+        signs = {source: counted[source] if source in counted else change_feed.signs(frame)
+                 for source, frame in changes.items()} if not first else {}
         run.outcome.rows_read = first.rows_read if first else sum(sum(s.values()) for s in signs.values())
     except Exception as e:  # noqa: BLE001 - Delta reports a lost change feed in several ways
         change_feed.check_sources(run)  # a source created again has no change feed from where the view left off
