@@ -105,9 +105,8 @@ def _idle(spark: SparkSession, view: View) -> tuple[Outcome | None, dict[str, de
     materialized view; no source moved or was created again since; only refreshes changed the
     view; no interrupted attempt left late rows to finish (the late table's note, read in the same
     lookup) or open windows other than the state's (`open_windows.named`); the clock closes no
-    window (IDLE AFTER). Else no outcome, and the tables looked up
-    for the refresh to go on with (none when a source is a materialized view, which the refresh
-    brings up to date first).
+    window (IDLE AFTER). Else no outcome, and the tables looked up for the refresh to go on with
+    (none when a source is a materialized view, which the refresh brings up to date first).
 
     Example:
         >>> _idle(spark, catalog.require(spark, "hourly"))[0]
