@@ -7,6 +7,7 @@ Example:
 from __future__ import annotations
 
 import re
+from datetime import date, timedelta
 from functools import reduce
 from typing import NamedTuple
 
@@ -14,6 +15,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from mv import writes
 from mv.internal_columns import NET_KEY, SIGN
 from mv.maintainer import extension
 from mv.plan import by_windows
@@ -323,6 +325,52 @@ def appended_span(run: Run, source: str, column: str) -> tuple[int, int, int, in
     return None if span is None else tuple(int(v) for v in span)
 
 
+# The types whose least and greatest values `appended_span` reads from Delta's statistics.
+_SPANNED = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DateType, T.TimestampType)
+_EPOCH = date(1970, 1, 1)  # a DATE's statistics read as days since
+
+
+def appended_ranges(run: Run, source: str, schema: T.StructType) -> dict[str, writes.Range] | None:
+    """writes.value_ranges of `source`'s change over the columns of `schema` (some of the
+    source's), from the statistics of the files an append added (`appended_span`), without a
+    job; None when those do not tell (not such an append, a column of another ordered type, a
+    file without statistics of it, no rows). A TIMESTAMP's bounds are widened by a millisecond,
+    the precision Delta writes them in: a condition every row meets is all they are used for.
+
+    Why: a 1,000-bid append to a view of bids joined to auctions ran a job of 0.12 s for its
+    auction ids' range alone (bench.joins --view rows).
+
+    Example: a 1,000-bid append numbered from 1,000,000:
+        >>> appended_ranges(run, "bids", changes["bids"].select("auction").schema)
+        {'auction': Range(low='1000000', high='1000999', nulls=False)}
+    """
+    ranges = {}
+    for field in schema.fields[:writes.STATISTICS_COLUMNS]:
+        if not writes.ordered(field.dataType.simpleString()):
+            continue  # no range, as value_ranges gives none
+        span = appended_span(run, source, field.name) if isinstance(field.dataType, _SPANNED) else None
+        if span is None or span[0] == 0:
+            return None
+        rows, valued, low, high = span
+        if isinstance(field.dataType, T.DateType):
+            low, high = (str(_EPOCH + timedelta(days=d)) for d in (low, high))
+        elif isinstance(field.dataType, T.TimestampType):
+            low, high = low - 1000, high + 999
+        bounds = (str(low), str(high)) if valued else (None, None)
+        ranges[field.name] = writes.Range(*bounds, nulls=valued < rows)
+    return ranges
+
+
+def appended_rows(run: Run, source: str, frame: DataFrame) -> int | None:
+    """How many rows `source`'s change (`frame`, as `read` gives it) holds, from the statistics of
+    the files an append added (`appended_span` of its first column of a type that reads), without
+    a job; None when those do not tell."""
+    column = next((f.name for f in frame.schema.fields[:writes.STATISTICS_COLUMNS]
+                   if isinstance(f.dataType, _SPANNED) and f.name not in (*FEED_COLUMNS, SIGN)), None)
+    span = appended_span(run, source, column) if column is not None else None
+    return None if span is None else span[0]
+
+
 # Types whose values Spark groups exactly as the query tells them apart. Not floating point (-0.0
 # and 0.0 group together: compared as text), collated strings ('A' and 'a' may), nor nested types.
 _EXACT = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DecimalType, T.DateType,
@@ -389,11 +437,15 @@ def _by_sign(plus: int, minus: int) -> dict[int, int]:
     return {sign: n for sign, n in ((1, plus), (-1, minus)) if n}
 
 
-def signs(frame: DataFrame) -> dict[int, int]:
-    """How many rows of a source's signed changes (`read`) count +1 and -1: one Spark job.
+def signs(run: Run, source: str, frame: DataFrame) -> dict[int, int]:
+    """How many rows of `source`'s signed change `frame` (`read`'s) count +1 and -1: an append's
+    from its files' statistics (`appended_rows`; a job of 0.15-0.18 s for 1,000 bids before),
+    else one Spark job.
 
     Example:
-        >>> signs(changes["bids"])
+        >>> signs(run, "bids", changes["bids"])
         {1: 1000, -1: 20}
     """
+    if (rows := appended_rows(run, source, frame)) is not None:
+        return _by_sign(rows, 0)
     return {sign: n for sign, n in frame.groupBy(SIGN).count().collect()}

@@ -444,7 +444,7 @@ def _incremental(run: Run) -> Step:
         changes, counted = change_feed.read(run)  # its caches go to run.cached: the MERGE, run at commit, still reads them
         views = {source: run.temp_view(frame, f"changes_{i}") for i, (source, frame) in enumerate(changes.items())}
         first = window_refresh.touched(run, views) if windows and views else None
-        signs = {source: counted[source] if source in counted else change_feed.signs(frame)
+        signs = {source: counted[source] if source in counted else change_feed.signs(run, source, frame)
                  for source, frame in changes.items()} if not first else {}
         run.outcome.rows_read = first.rows_read if first else sum(sum(s.values()) for s in signs.values())
     except Exception as e:  # noqa: BLE001 - Delta reports a lost change feed in several ways

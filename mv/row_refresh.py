@@ -201,7 +201,7 @@ def _parts(run: Run, changes: dict[str, DataFrame], signs: dict[str, dict[int, i
         change = run.temp_view(changes[source], f"change_{i}") if whole else None
         # Kept to its rows' bounds, a change lets the joins infer them for the other reads.
         bounded = len(reads) > 1 and read.equated and (keys or read.flips or not read.regroups)
-        bounds = _value_bounds(changes[source], read.equated) if bounded else None
+        bounds = _value_bounds(run, source, changes[source], read.equated) if bounded else None
         if read.regroups and not keys:  # its aggregates' touched groups, new (+) and old (-)
             within = None
             if read.window:
@@ -330,18 +330,20 @@ def _time_within(window: dict, span: tuple[int, int] | None, size: int, t: str) 
     return f"{column} >= {time_sql(span[0] - 2 * size, t)} AND {column} <= {time_sql(span[1] + 2 * size, t)}"
 
 
-def _value_bounds(change: DataFrame, columns: tuple[str, ...]) -> str:
-    """A condition every row of `change` (a source's signed change) meets on `columns`, those the
+def _value_bounds(run: Run, source: str, change: DataFrame, columns: tuple[str, ...]) -> str:
+    """A condition every row of `change` (`source`'s signed change) meets on `columns`, those the
     query equates with another read's (Read.equated; writes.value_range): kept to it, a term's
     change is the same rows, and Spark infers the same bounds for each column they equal
-    (InferFiltersFromConstraints), so Delta skips the other sources' files outside them. One job
-    over the cached change.
+    (InferFiltersFromConstraints), so Delta skips the other sources' files outside them. An
+    append's from its files' statistics (change_feed.appended_ranges), else one job over the
+    cached change.
 
     Example: Nexmark's q20 (bids JOIN auctions ON auction = id) after an append: the new
     auctions' ids are the highest, and the term joining them with the bids as of the last
     refresh reads only the bid files whose auction ids reach that range, not all of them.
     """
-    return writes.value_range(change.select(*[quote(c) for c in columns]))
+    rows = change.select(*[quote(c) for c in columns])
+    return writes.value_range(rows, change_feed.appended_ranges(run, source, rows.schema))
 
 
 def _weigh(run: Run, parts: list[tuple[int, str, str]], reads_view: bool, recomputes: bool = False) -> Stopped | None:

@@ -277,7 +277,7 @@ def value_ranges(rows: DataFrame) -> dict[str, Range] | None:
 
     Example: rows (7, 'a'), (9, NULL) give {'auction': Range('7', '9', False), 'seller': Range('a', 'a', True)}
     """
-    fields = [f for f in rows.schema.fields[:STATISTICS_COLUMNS] if _ordered(f.dataType.simpleString())]
+    fields = [f for f in rows.schema.fields[:STATISTICS_COLUMNS] if ordered(f.dataType.simpleString())]
     def value(f):  # one that converts to a string and back exactly: a TIMESTAMP (zoned) as its microseconds
         column = F.col(quote(f.name))
         return F.unix_micros(column) if f.dataType.simpleString() == "timestamp" else column
@@ -324,7 +324,7 @@ def kept_to(relation: str, condition: str | None) -> str:
     return relation if condition is None else f"(SELECT * FROM {relation} WHERE {condition})"
 
 
-def _ordered(type_name: str) -> bool:
+def ordered(type_name: str) -> bool:
     """Whether equal values of the type are equal bytes and Delta's statistics order them as SQL
     does: not floating point (NaN, -0.0), booleans or nested types, nor a collated string."""
     return type_name in ("tinyint", "smallint", "int", "bigint", "date", "timestamp", "timestamp_ntz", "string") \

@@ -160,3 +160,47 @@ def test_a_view_over_appends_mixed_with_updates_and_deletes_equals_its_query(spa
         assert outcome.technique == "incremental"
         assert sorted(map(tuple, spark.table(f"{source}_view").collect())) == sorted(
             map(tuple, spark.sql(query).collect()))
+
+
+def since(spark, table, before):
+    """What change_feed's log readers ask of a refresh: its source's versions after `before` up to
+    the latest, none of them declared an update (a Run's fields they read, nothing else)."""
+    from types import SimpleNamespace
+    return SimpleNamespace(spark=spark, updated=frozenset(), previous=SimpleNamespace(sources={table: before}),
+                           targets={table: version(spark, table)})
+
+
+def test_an_appends_rows_and_column_ranges_are_read_from_its_files_statistics_as_a_job_would_find_them(spark):
+    """change_feed.appended_rows and appended_ranges: the rows and each column's range
+    (writes.value_ranges) of a change that only appends, from the added files' statistics, without
+    a job; a TIMESTAMP's a millisecond wider each way (Delta writes them to the millisecond). None
+    when the statistics cannot tell: a string column, a change that also updates."""
+    from mv import change_feed, writes
+    table = "apc_typed"
+    spark.sql(f"DROP TABLE IF EXISTS {table}")
+    spark.sql(f"CREATE TABLE {table} (k INT, d DATE, ts TIMESTAMP, s STRING) USING delta "
+              "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+    spark.sql(f"INSERT INTO {table} VALUES (100, DATE'2020-01-01', TIMESTAMP'2020-01-01 00:00:00', 'old')")
+    before = version(spark, table)
+    spark.sql(f"INSERT INTO {table} SELECT CAST(id AS INT), DATE'2024-02-28' + CAST(id AS INT), "
+              f"TIMESTAMP'2024-01-01 00:00:00.000001' + make_interval(0, 0, 0, 0, 0, 0, id * 1.000123), "
+              f"CAST(id AS STRING) FROM range(3, 40, 1, 3)")
+    spark.sql(f"INSERT INTO {table} VALUES (NULL, NULL, TIMESTAMP'2024-01-01 00:00:00.999999', NULL)")
+    run = since(spark, table, before)
+    change = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", before + 1) \
+        .table(table).drop(*change_feed.FEED_COLUMNS)
+    exact = writes.value_ranges(change.drop("s"))
+
+    assert change_feed.appended_rows(run, table, spark.table(table)) == change.count() == 38
+    found = change_feed.appended_ranges(run, table, change.drop("s").schema)
+    assert {c: found[c] for c in ("k", "d")} == {c: exact[c] for c in ("k", "d")}
+    (low, high), (least, greatest) = ((int(r.low), int(r.high)) for r in (found["ts"], exact["ts"]))
+    assert low <= least < low + 2000 and high - 1000 < greatest <= high
+    assert found["ts"].nulls is exact["ts"].nulls is False
+    assert change_feed.appended_ranges(run, table, change.schema) is None  # s: a string's statistics may be cut short
+
+    spark.sql(f"UPDATE {table} SET k = 0 WHERE k = 100")
+    later = since(spark, table, before)
+    assert change_feed.appended_rows(later, table, spark.table(table)) is None
+    assert change_feed.appended_ranges(later, table, change.drop("s").schema) is None
+    spark.sql(f"DROP TABLE {table}")

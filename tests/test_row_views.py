@@ -248,8 +248,8 @@ def test_a_retraction_rewrites_the_small_files_it_reaches_and_leaves_the_others(
     tables.run("INSERT INTO {auctions} VALUES (1, 'books')")
     tables.run("INSERT INTO {bids} VALUES (1, 1, 20), (2, 1, 30)")
     view = tables.view("joined")                                  # a file of bids 1 and 2
-    for rows in ("(3, 1, 40), (4, 1, 50)", "(5, 1, 60)"):        # a file per append: 3 and 4, then 5
-        tables.run(f"INSERT INTO {{bids}} VALUES {rows}")
+    for rows in ("(3, 1, 40), (4, 1, 50)", "(5, 1, 60)"):  # a file per append, 3 and 4, then 5: the view appends a file per file of the change
+        tables.run(f"INSERT INTO {{bids}} SELECT /*+ REPARTITION(1) */ * FROM VALUES {rows}")  # one file each
         assert refreshed(spark, view).technique == "incremental"
     files = {r.id: r.f for r in spark.sql(f"SELECT id, input_file_name() AS f FROM {view}").collect()}
     tables.run("DELETE FROM {bids} WHERE id = 3")
