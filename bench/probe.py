@@ -84,9 +84,12 @@ def reads_since(spark, after: int, settle_s: float = 5.0) -> dict[str, dict]:
         if "Scan parquet" not in e.physicalPlanDescription() or e.metricValues() is None:
             continue
         values = _scala_dict(e.metricValues())
+        seen = set()  # a cached relation read twice in a plan shows its scan twice, with the same metrics
         for node in _scala_list(store.planGraph(e.executionId()).allNodes()):
-            if not node.name().startswith("Scan parquet"):
+            ids = tuple(m.accumulatorId() for m in _scala_list(node.metrics()))
+            if not node.name().startswith("Scan parquet") or ids in seen:
                 continue
+            seen.add(ids)
             table = _table(node.desc())
             metrics = {m.name(): values.get(m.accumulatorId(), "0") for m in _scala_list(node.metrics())}
             into = read.setdefault(table, {"files": 0, "bytes": 0})
