@@ -61,8 +61,9 @@ def refresh_rows(run: Run, change: Change) -> Step:
 
 
 def _rows_write(run: Run, parts: list[tuple[int, str, str]], retracts: bool) -> Write:
-    if not retracts:  # only rows added: appended as they are, duplicates too
-        return writes.append(_union([_frame(run, source, query) for _, source, query in parts]))
+    if not retracts:  # only rows added: appended as they are, duplicates too; a small change as one file
+        rows = _union([_frame(run, source, query) for _, source, query in parts])
+        return writes.append(rows.coalesce(1) if run.outcome.rows_read < writes.ROWS_PER_FILE else rows)
     signed = _union([_frame(run, source, query if sign == BOTH else f"SELECT *, {sign} AS {SIGN} FROM ({query}) q")
                      for sign, source, query in parts])
     return writes.counted(run, _netted(run, signed))

@@ -55,6 +55,10 @@ class Write:
 
 STATE_ONLY = Write("state")
 
+# A merge writes a file per this many rows (RefreshCommit.RowsPerFile); an append of fewer, one
+# file, not one per file of its change (a 1,000-row append of two files wrote two each refresh).
+ROWS_PER_FILE = 250_000
+
 
 @dataclass(frozen=True)
 class Recomputed:

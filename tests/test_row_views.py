@@ -241,6 +241,19 @@ def test_a_change_that_leaves_a_row_as_it_was_does_not_touch_it(spark, tables):
     assert bag(spark, view) == Counter({(1, "books"): 1})
 
 
+def test_a_small_append_adds_one_file_to_the_view_whatever_the_files_of_its_change(spark, tables):
+    """An append of fewer than writes.ROWS_PER_FILE rows is written as one file, as a merge of as
+    many rows is, not one per file its change added."""
+    tables.run("INSERT INTO {auctions} VALUES (1, 'books')")
+    view = tables.view("joined")
+    before = spark.sql(f"DESCRIBE DETAIL {view}").first().numFiles
+    tables.run("INSERT INTO {bids} SELECT /*+ REPARTITION(3) */ id, 1, id FROM range(10, 40)")  # three files
+
+    assert refreshed(spark, view).technique == "incremental"
+    assert spark.sql(f"DESCRIBE DETAIL {view}").first().numFiles == before + 1
+    assert bag(spark, view) == bag(spark, f"({tables.query('joined')})")
+
+
 def test_a_retraction_rewrites_the_small_files_it_reaches_and_leaves_the_others(spark, tables):
     """The commit classifies only the view rows the refresh found its retraction reaches
     (RefreshCommit.reachedRows): a small file holding one is copied but for it, by row index, and
@@ -248,8 +261,8 @@ def test_a_retraction_rewrites_the_small_files_it_reaches_and_leaves_the_others(
     tables.run("INSERT INTO {auctions} VALUES (1, 'books')")
     tables.run("INSERT INTO {bids} VALUES (1, 1, 20), (2, 1, 30)")
     view = tables.view("joined")                                  # a file of bids 1 and 2
-    for rows in ("(3, 1, 40), (4, 1, 50)", "(5, 1, 60)"):  # a file per append, 3 and 4, then 5: the view appends a file per file of the change
-        tables.run(f"INSERT INTO {{bids}} SELECT /*+ REPARTITION(1) */ * FROM VALUES {rows}")  # one file each
+    for rows in ("(3, 1, 40), (4, 1, 50)", "(5, 1, 60)"):        # a file per append: 3 and 4, then 5
+        tables.run(f"INSERT INTO {{bids}} VALUES {rows}")
         assert refreshed(spark, view).technique == "incremental"
     files = {r.id: r.f for r in spark.sql(f"SELECT id, input_file_name() AS f FROM {view}").collect()}
     tables.run("DELETE FROM {bids} WHERE id = 3")
