@@ -86,12 +86,15 @@ def reads_since(spark, after: int, settle_s: float = 5.0) -> dict[str, dict]:
         values = _scala_dict(e.metricValues())
         seen = set()  # a cached relation read twice in a plan shows its scan twice, with the same metrics
         for node in _scala_list(store.planGraph(e.executionId()).allNodes()):
-            ids = tuple(m.accumulatorId() for m in _scala_list(node.metrics()))
-            if not node.name().startswith("Scan parquet") or ids in seen:
+            if not node.name().startswith("Scan parquet"):
+                continue
+            found = _scala_list(node.metrics())
+            ids = tuple(m.accumulatorId() for m in found)
+            if ids in seen:
                 continue
             seen.add(ids)
             table = _table(node.desc())
-            metrics = {m.name(): values.get(m.accumulatorId(), "0") for m in _scala_list(node.metrics())}
+            metrics = {m.name(): values.get(m.accumulatorId(), "0") for m in found}
             into = read.setdefault(table, {"files": 0, "bytes": 0})
             into["files"] += _count(metrics.get("number of files read", "0"))
             into["bytes"] += _bytes(metrics.get("size of files read", "0 B"))

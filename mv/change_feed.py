@@ -397,10 +397,10 @@ def netted(frame: DataFrame, used: list[str], always: bool = False) -> Netted:
     post-images cancel, and each refresh path then has only the rows that change what it computes.
     Its frame is None (the change left as it is) when fewer than NET_SHARE of the rows cancel (one
     aggregation over the change tells; with `always`, none), or when some used column's values
-    cannot be compared exactly (`_EXACT`; floating point as text). The aggregation also counts the rows by sign, before and so after
-    the cancelled images go (each cancelled group is as many +1 as -1 rows): `read` hands the
-    counts on, so `signs` runs no job of its own for that change (0.14-0.19 s a changed source
-    of Nexmark's q3 at 1M bids).
+    cannot be compared exactly (`_EXACT`; floating point as text). The aggregation also counts
+    the rows by sign, before and so after the cancelled images go (each cancelled group is as many
+    +1 as -1 rows): `read` hands the counts on, so `signs` runs no job of its own for that change
+    (0.14-0.19 s a changed source of Nexmark's q3 at 1M bids).
     The rows kept keep their partitions: the cancelled images are dropped by a broadcast anti-join.
 
     Example: `UPDATE bids SET price = price + 1` under a view of each auction's bids per window
