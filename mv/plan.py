@@ -147,7 +147,7 @@ def _window_blockers(info: QueryInfo, view_watermark: bool) -> list[str]:
     if set(info.source_tables) != {w.sources[0] for w in windows}:
         return ["SOURCE_READ_OUTSIDE_A_WINDOW"]
     columns = {w.sources[0]: info.columns_of(w.sources[0]) for w in windows}
-    if any(w.time_column.lower() not in columns[w.sources[0]] for w in windows):
+    if any(w.time_column.lower() not in columns[w.sources[0]] or not w.own_time for w in windows):
         return ["TIME_COLUMN_NOT_A_SOURCE_COLUMN"]
     if windows[0].kind == "SESSION":
         return _session_blockers(info, columns, view_watermark)

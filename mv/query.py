@@ -35,6 +35,9 @@ class Window:
     partition_by: list[str]
     sources: list[str]
     fixed_offset: bool = False
+    # Its time column is a source's own, passed through or renamed, not computed (QueryDescription.ownTime):
+    # a changed source row falls in the windows of its own value
+    own_time: bool = False
 
     def call(self, table: str) -> str:
         """This window function applied to `table`, as SQL."""

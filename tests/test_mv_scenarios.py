@@ -279,6 +279,23 @@ def test_an_update_of_the_event_time_moves_the_row_to_its_new_window(spark, give
                                  ("00:20", "00:30", "a", 1, 2)]
 
 
+@pytest.mark.parametrize("time, technique", [("ts", "incremental"), ("ts - INTERVAL 5 MINUTES", "full")],
+                         ids=["own_time", "computed_under_its_name"])
+def test_a_time_column_computed_under_the_sources_name_is_windowed_by_its_own_value(spark, given, time, technique):
+    """Windows over `SELECT ..., ts - INTERVAL 5 MINUTES AS ts`: a new bid at 00:12 falls in
+    [00:00, 00:10), not in the window of the source's own 00:12, which the change would say."""
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "a", "00:14", 2))
+    shifted = f"TABLE(SELECT id, item, price, {time} AS ts FROM {bids})"
+    query = COUNTS.format(bids=bids).replace(f"TABLE({bids})", shifted)
+    view = given.view(query, "REFRESH POLICY AUTO")
+
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'a', '00:12', 7))}")
+    outcome = refresh(spark, view)
+
+    assert rows(spark, view) == full_query(spark, query)
+    assert outcome.technique == technique
+
+
 def test_an_update_of_a_price_and_an_item_retracts_the_old_values(spark, given):
     bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "a", "00:03", 2))
     view = given.view(COUNTS.format(bids=bids))

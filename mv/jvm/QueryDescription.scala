@@ -157,8 +157,31 @@ object QueryDescription extends PredicateHelper {
     "size" -> w.spec.size, "step" -> w.spec.step, "offset" -> w.spec.offset,
     "time_zone" -> w.spec.timeZone.orNull, "fixed_offset" -> w.spec.fixedZoneOffsetMicros.isDefined,
     "time_column" -> (w.timeColumn match { case a: Attribute => a.name; case e => e.sql }),
+    "own_time" -> ownTime(w),
     "partition_by" -> w.partitionBy.map { case a: Attribute => a.name; case e => e.sql },
     "sources" -> w.child.collectLeaves().flatMap(tableName))
+
+  /**
+   * Whether a window function's time column is a column of a relation it reads with that
+   * relation's values: passed through or renamed (a SQL view's column, cast to its own type,
+   * too), not computed. Only then does a changed source row fall in the windows its own column
+   * says, which the refresh finds from the change (`ts - INTERVAL 30 MINUTES AS ts` over a
+   * source column `ts` does not: its rows fall half an hour earlier).
+   */
+  private def ownTime(w: WindowTableFunction): Boolean = w.timeColumn match {
+    case time: Attribute =>
+      val found = mutable.Set[ExprId]() ++= w.child.collectLeaves().flatMap(_.output.map(_.exprId))
+      w.child.foreachUp(_.expressions.foreach {
+        case alias @ Alias(a: Attribute, _) if found.contains(a.exprId) => found += alias.exprId
+        case alias @ Alias(cast: Cast, _) => cast.child match {
+          case a: Attribute if found.contains(a.exprId) && cast.dataType == a.dataType => found += alias.exprId
+          case _ =>
+        }
+        case _ =>
+      })
+      found.contains(time.exprId)
+    case _ => false
+  }
 
   /**
    * ExprIds that carry a window function's window_start / window_end / window_time, or a SESSION
