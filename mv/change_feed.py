@@ -321,8 +321,10 @@ def appended_span(run: Run, source: str, column: str) -> tuple[int, int, int, in
     start, target = versions(run, source)
     if jvm is None or source in run.updated or start > target:
         return None
-    span = jvm.AppendedChanges.span(run.spark._jsparkSession, source, start, target, column)
-    return None if span is None else tuple(int(v) for v in span)
+    if (source, column) not in run.spans:  # one read of the log per column and refresh
+        span = jvm.AppendedChanges.span(run.spark._jsparkSession, source, start, target, column)
+        run.spans[(source, column)] = None if span is None else tuple(int(v) for v in span)
+    return run.spans[(source, column)]
 
 
 # The types whose least and greatest values `appended_span` reads from Delta's statistics.

@@ -97,6 +97,9 @@ class Run:
     # taken from it (change_feed.whole_rows) rather than read again from the change feed, and
     # whether no update image of it cancels (none needs netting again)
     whole: dict[str, tuple[DataFrame, bool]] = field(default_factory=dict)
+    # What the Delta statistics of an append's files say of a column (change_feed.appended_span), by
+    # (source, column): asked by several steps (a join's count and bounds, a watermark's times)
+    spans: dict[tuple[str, str], tuple | None] = field(default_factory=dict)
     switched_s: float = 0.0  # when AUTO switched to a full refresh after reading the change (estimate.Past)
     near_full: bool = False  # AUTO went full: an incremental refresh not yet measured planned near a full one's work
     upfront: Estimate | None = None  # AUTO's (or EXPLAIN's) estimate before reading the change, if any

@@ -166,8 +166,8 @@ def since(spark, table, before):
     """What change_feed's log readers ask of a refresh: its source's versions after `before` up to
     the latest, none of them declared an update (a Run's fields they read, nothing else)."""
     from types import SimpleNamespace
-    return SimpleNamespace(spark=spark, updated=frozenset(), previous=SimpleNamespace(sources={table: before}),
-                           targets={table: version(spark, table)})
+    return SimpleNamespace(spark=spark, updated=frozenset(), spans={},
+                           previous=SimpleNamespace(sources={table: before}), targets={table: version(spark, table)})
 
 
 def test_an_appends_rows_and_column_ranges_are_read_from_its_files_statistics_as_a_job_would_find_them(spark):
