@@ -130,14 +130,25 @@ def incremental_blockers(info: QueryInfo, view_watermark: bool = False) -> list[
     return ["NOT_ONE_SOURCE"] if len(set(info.source_tables)) != 1 else ["GROUP_KEYS_NOT_SOURCE_COLUMNS"]
 
 
+def watermarks_joined(info: QueryInfo) -> bool:
+    """Whether a WATERMARK applies to a view of windows over joins or unions kept by its groups
+    (row_refresh._watermarked_groups): both window bounds in its output, and each window
+    function a TUMBLE, HOP or CUMULATE over one source whose own column is its time column, so
+    that the change's event times and late rows are that source's rows (as a full refresh reads
+    the max event time)."""
+    return bool(info.window_start and info.window_end) and all(
+        w.kind in ("TUMBLE", "HOP", "CUMULATE") and len(w.sources) == 1 and w.own_time
+        and w.time_column.lower() in info.columns_of(w.sources[0]) for w in info.windows)
+
+
 def _window_blockers(info: QueryInfo, view_watermark: bool) -> list[str]:
     """Every window function must read one Delta source whose own column is its time column; joined
     windows must be the same windows; sessions need their keys in the view. Windows over joins or
-    unions, grouped, are kept by their groups (`keys_by_change`), without a WATERMARK: late rows and
-    EMIT ON WINDOW CLOSE are kept window by window, for one source."""
+    unions, grouped, are kept by their groups (`keys_by_change`), under a WATERMARK when each window
+    reads one source's own time column (`watermarks_joined`)."""
     windows = info.windows
     if info.keys_by_change:  # windows over joins or unions, their groups found by the change
-        return ["WATERMARK_ON_JOINED_WINDOWS"] if view_watermark else []
+        return ["WATERMARK_ON_JOINED_WINDOWS"] if view_watermark and not watermarks_joined(info) else []
     if any(w.kind not in INCREMENTAL_KINDS for w in windows):
         return ["WINDOW_DEPENDS_ON_OTHER_ROWS"]  # eKuiper's SESSIONWINDOW: cut at ticks over the whole input
     if any(len(w.sources) != 1 for w in windows):

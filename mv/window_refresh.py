@@ -236,7 +236,7 @@ def _maybe_late(run: Run, w: Window) -> str:
 def full_ahead(run: Run) -> estimate.Estimate | None:
     """Under a WATERMARK, before the change is read: the full refresh that REFRESH POLICY AUTO runs
     when the view's refreshes of the change's kind say so (run.known_dearer), its late rows written
-    first (a full refresh leaves them out), read alone (`_late_ahead`): not the whole change cached,
+    first (a full refresh leaves them out), read alone (`write_late_changes`): not the whole change cached,
     netted and windowed to find its touched windows, all of which a full refresh does not use.
     None when the refresh goes on as incremental: the kind does not say full, no row of the change
     is after the previous watermark (all of it may be late: an incremental refresh writes its late
@@ -254,7 +254,7 @@ def full_ahead(run: Run) -> estimate.Estimate | None:
     if known is None or not known.switches or not _on_time(run):
         return None
     if not run.dry:
-        _late_ahead(run)
+        write_late_changes(run)
     return known
 
 
@@ -273,14 +273,29 @@ def _on_time(run: Run) -> bool:
                .select(quote(w.time_column)).take(1) for w in _changed_parts(run))
 
 
-def _late_ahead(run: Run) -> None:
+def write_late_changes(run: Run) -> None:
     """The changes' late rows appended to the late table, as `refresh_windows` appends them (one
     append per window function whose source changed, its part, `_write_late`), found without the
-    touched windows."""
+    touched windows: ahead of a full refresh (`full_ahead`), and for windows over joins kept by
+    their groups (row_refresh.refresh_groups_by_change)."""
     old_wm, grace = run.previous.watermark, interval_micros(run.spark, run.view.definition.grace)
     for part, w in enumerate(_changed_parts(run) if old_wm is not None else []):
+        if (times := appended_times(run, w)) is not None and times[0] > old_wm:
+            continue  # an append whose every row is after the watermark: none is late
         run.outcome.late_rows += _write_late(run, w, part, old_wm, grace)
     progress.checkpoint("late_rows_written")
+
+
+def appended_times(run: Run, w: Window) -> tuple[int, int] | None:
+    """The earliest and latest time (µs) of the rows an append to window function `w`'s source
+    adds, from the Delta statistics of its files, on `_statistics_span`'s terms (whole
+    milliseconds); None when they do not tell (not an append, no time, windows or delay not in
+    milliseconds).
+
+    Example: 1,000 bids of 10:05:00 to 10:21:39 appended: (1704103500000000, 1704104499000000)
+    """
+    span = _statistics_span(run, w, -INFINITY)
+    return None if span is None or span[3] is None else (span[3], span[4])
 
 
 def refresh_windows(run: Run, change: Change) -> Step:
@@ -725,7 +740,8 @@ def refresh_groups(run: Run, change: Change) -> Step:
     return Recomputed.carried(run, recompute_groups(run, run.spark.sql(f"SELECT DISTINCT {keys} FROM {change.view}")))
 
 
-def recompute_groups(run: Run, keys: DataFrame, windows: list[tuple[int, int]] | None = None) -> writes.Write:
+def recompute_groups(run: Run, keys: DataFrame | None, windows: list[tuple[int, int]] | None = None,
+                     closing: tuple[int, int] | None = None) -> writes.Write:
     """The groups whose keys `keys` lists (distinct rows of the group columns), recomputed from the
     sources and merged: the query's rows of those keys upserted, the view's rows of those keys it
     no longer has deleted. `windows`: the (start, end) in µs of those groups' windows, if grouped
@@ -739,7 +755,12 @@ def recompute_groups(run: Run, keys: DataFrame, windows: list[tuple[int, int]] |
     Example: GROUP BY auction, day after new bids of auctions 900-950: the bid files whose auctions
     reach 900-950 are read, not all, and the view's files that can hold those auctions; GROUP BY
     DATE_FORMAT(dateTime, 'yyyy-MM-dd') after the day's bids: the bid files of that day, not the year's.
+    `closing`: (after, upto) in µs, the windows ending after the one and by the other, whose every
+    group is recomputed too (those that close at this refresh under EMIT ON WINDOW CLOSE), none of
+    them in `windows`; with `keys` None, only those.
     """
+    if keys is None:
+        return _recompute_closing(run, closing)
     ranges, query = None, run.query
     if windows is None:
         keys = keys.cache()  # read three times: its ranges, then by both semi-joins
@@ -758,7 +779,28 @@ def recompute_groups(run: Run, keys: DataFrame, windows: list[tuple[int, int]] |
                                f"{affected}")
     # The view's rows of those keys, located: every row the merge reaches, so the commit reads them once.
     located = writes.located(run.spark, run.view.name, writes.read_version(run))
-    current = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM {writes.kept_to(located, ranges)} v "
-                            f"{affected}").cache()
+    current = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM {writes.kept_to(located, ranges)} v {affected}")
+    if closing is not None:  # every group of the closing windows, which `windows` leaves out
+        ending = _ending(run, closing, "v.")
+        recomputed = recomputed.unionByName(run.spark.sql(f"SELECT v.* FROM ({query}) v WHERE {ending}"))
+        current = current.unionByName(run.spark.sql(f"SELECT v.* FROM {located} v WHERE {ending}"))
+        span, ranges = None, f"({window_ranges(run, windows, '')}) OR ({_ending(run, closing, '')})"
+    current = current.cache()
     run.cached.append(current)
     return replace(writes.merge(run, recomputed, current, span=span, within=ranges), reached=current)
+
+
+def _recompute_closing(run: Run, closing: tuple[int, int]) -> writes.Write:
+    """`recompute_groups` of the `closing` windows alone: every group of each."""
+    located = writes.located(run.spark, run.view.name, writes.read_version(run))
+    ending = _ending(run, closing, "v.")
+    recomputed = run.spark.sql(f"SELECT v.* FROM ({run.query}) v WHERE {ending}")
+    current = run.spark.sql(f"SELECT v.* FROM {located} v WHERE {ending}").cache()
+    run.cached.append(current)
+    return replace(writes.merge(run, recomputed, current, within=_ending(run, closing, "")), reached=current)
+
+
+def _ending(run: Run, closing: tuple[int, int], alias: str) -> str:
+    """SQL: a row's window (its columns prefixed `alias`) ends after closing[0] and by closing[1] (µs)."""
+    end, t = alias + quote(run.info.window_end), run.time_type
+    return f"({end} > {time_sql(closing[0], t)} AND {end} <= {time_sql(closing[1], t)})"
