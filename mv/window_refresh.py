@@ -236,8 +236,8 @@ def _maybe_late(run: Run, w: Window) -> str:
 def full_ahead(run: Run) -> estimate.Estimate | None:
     """Under a WATERMARK, before the change is read: the full refresh that REFRESH POLICY AUTO runs
     when the view's refreshes of the change's kind say so (run.known_dearer), its late rows written
-    first (a full refresh leaves them out), read alone (`write_late_changes`): not the whole change cached,
-    netted and windowed to find its touched windows, all of which a full refresh does not use.
+    first (a full refresh leaves them out), read alone (`write_late_changes`): not the whole change
+    cached, netted and windowed to find its touched windows, all of which a full refresh does not use.
     None when the refresh goes on as incremental: the kind does not say full, no row of the change
     is after the previous watermark (all of it may be late: an incremental refresh writes its late
     rows and perhaps nothing else, `_on_time`), or SESSION windows (their late rows come from the
