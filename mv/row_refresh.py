@@ -163,7 +163,8 @@ def _not_final(run: Run) -> dict[str, str] | None:
     return {w.sources[0]: f"{micros_sql(quote(w.time_column), run.time_type)} > {final - w.size}" for w in info.windows}
 
 
-def _after_closed(run: Run, changes: dict[str, DataFrame], appended: list, old_wm: int | None) -> bool:
+def _after_closed(run: Run, changes: dict[str, DataFrame], appended: list[tuple[Window, tuple[int, int] | None]],
+                  old_wm: int | None) -> bool:
     """Whether the change reaches no window that the previous watermark `old_wm` closed: none is
     closed yet, or only windowed sources changed, each read once by the query, by appends whose
     every row is after it (`appended`: their times, window_refresh.appended_times), so each of
