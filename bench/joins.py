@@ -133,11 +133,7 @@ def refresh(spark, full: bool = False) -> tuple[float, str]:
     return time.perf_counter() - started, f"{row.technique} {row.reason}"
 
 
-def check(spark, query: str, *views: str, watermarked: bool = False) -> None:
-    """Each of `views` equal to `query`; `watermarked` views (final windows kept, open ones held
-    back) are not their query: the view and its twin, both just refreshed, equal to each other."""
-    if watermarked:
-        views, query = views[1:], f"SELECT * FROM {views[0]}"
+def check(spark, query: str, *views: str) -> None:
     for view in views:
         missing = spark.sql(query).exceptAll(spark.table(view)).count()
         extra = spark.table(view).exceptAll(spark.sql(query)).count()
@@ -159,11 +155,12 @@ def run(rows: int, rounds: int, view: str, policy: str = "AUTO") -> dict:
     query, clauses = VIEWS[view], CLAUSES.get(view, "")
     prepare(spark, rows, query, policy, clauses)
     def checked(view: str, other: str | None = None) -> None:
-        """`view`, just refreshed, against the query; with a watermark, against `other` once both are."""
+        """`view`, just refreshed, against the query; with a watermark (final windows kept, open ones
+        held back: not the query), against its twin `other` once both are refreshed."""
         if not clauses:
             check(spark, query, view)
         elif other:
-            check(spark, query, other, view, watermarked=True)
+            check(spark, f"SELECT * FROM {other}", view)
     cases: dict[str, list[dict]] = {"small append": [], "batch append": [], "changes": []}
     first = rows
     for i in range(rounds):

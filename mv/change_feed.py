@@ -244,9 +244,14 @@ def kept_columns(run: Run, source: str, columns: list[str]) -> list[str] | None:
     used = run.info.used_columns(source)
     if used is None or any(w.kind == "SESSION" for w in run.info.windows) or _late_from_kept(run, source):
         return None
-    source_columns = [c for c in columns if c not in FEED_COLUMNS and c != SIGN]
+    source_columns = [c for c in columns if _of_source(c)]
     kept = [c for c in source_columns if c in used]
     return kept if len(kept) < len(source_columns) else None
+
+
+def _of_source(column: str) -> bool:
+    """Whether a column of a signed change (`read`'s) is the source's, not the feed's or SIGN."""
+    return column not in FEED_COLUMNS and column != SIGN
 
 
 def _late_from_kept(run: Run, source: str) -> bool:
@@ -368,7 +373,7 @@ def appended_rows(run: Run, source: str, frame: DataFrame) -> int | None:
     the files an append added (`appended_span` of its first column of a type that reads), without
     a job; None when those do not tell."""
     column = next((f.name for f in frame.schema.fields[:writes.STATISTICS_COLUMNS]
-                   if isinstance(f.dataType, _SPANNED) and f.name not in (*FEED_COLUMNS, SIGN)), None)
+                   if isinstance(f.dataType, _SPANNED) and _of_source(f.name)), None)
     span = appended_span(run, source, column) if column is not None else None
     return None if span is None else span[0]
 

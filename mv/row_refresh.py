@@ -154,10 +154,7 @@ def _not_final(run: Run) -> dict[str, str] | None:
     auction's term read every bid of it, of every day). None before a watermark, or when a
     windowed source is read more than once (its other reads are not windowed by that time)."""
     old_wm, info = run.previous.watermark, run.info
-    if old_wm is None:
-        return None
-    reads = Counter(r.table for r in info.reads)
-    if any(reads[w.sources[0]] != 1 for w in info.windows):
+    if old_wm is None or any(w.sources[0] not in _read_once(run) for w in info.windows):
         return None
     final = old_wm - interval_micros(run.spark, run.view.definition.grace)
     return {w.sources[0]: f"{micros_sql(quote(w.time_column), run.time_type)} > {final - w.size}" for w in info.windows}
@@ -172,10 +169,14 @@ def _after_closed(run: Run, changes: dict[str, DataFrame], appended: list[tuple[
     2.4 s a refresh before this and the appends' statistics for the watermark and late rows, 1.2 s after."""
     if old_wm is None:
         return True
-    reads = Counter(r.table for r in run.info.reads)
     windowed = {w.sources[0] for w, _ in appended}
-    return set(changes) <= windowed and all(reads[source] == 1 for source in changes) \
+    return set(changes) <= windowed & _read_once(run) \
         and all(times is not None and times[0] > old_wm for _, times in appended)
+
+
+def _read_once(run: Run) -> set[str]:
+    """The sources the query reads once (a self-join reads its table twice)."""
+    return {table for table, n in Counter(r.table for r in run.info.reads).items() if n == 1}
 
 
 def _latest(run: Run, w: Window, change: DataFrame) -> int | None:

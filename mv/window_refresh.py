@@ -759,8 +759,9 @@ def recompute_groups(run: Run, keys: DataFrame | None, windows: list[tuple[int, 
     group is recomputed too (those that close at this refresh under EMIT ON WINDOW CLOSE), none of
     them in `windows`; with `keys` None, only those.
     """
+    located = writes.located(run.spark, run.view.name, writes.read_version(run))
     if keys is None:
-        return _recompute_closing(run, closing)
+        return _merged(run, *_closing_rows(run, run.query, located, closing), None, _ending(run, closing, ""))
     ranges, query = None, run.query
     if windows is None:
         keys = keys.cache()  # read three times: its ranges, then by both semi-joins
@@ -778,26 +779,28 @@ def recompute_groups(run: Run, keys: DataFrame | None, windows: list[tuple[int, 
     recomputed = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM {writes.kept_to(f'({query})', ranges)} v "
                                f"{affected}")
     # The view's rows of those keys, located: every row the merge reaches, so the commit reads them once.
-    located = writes.located(run.spark, run.view.name, writes.read_version(run))
     current = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM {writes.kept_to(located, ranges)} v {affected}")
     if closing is not None:  # every group of the closing windows, which `windows` leaves out
-        ending = _ending(run, closing, "v.")
-        recomputed = recomputed.unionByName(run.spark.sql(f"SELECT v.* FROM ({query}) v WHERE {ending}"))
-        current = current.unionByName(run.spark.sql(f"SELECT v.* FROM {located} v WHERE {ending}"))
+        closed, held = _closing_rows(run, query, located, closing)
+        recomputed, current = recomputed.unionByName(closed), current.unionByName(held)
         span, ranges = None, f"({window_ranges(run, windows, '')}) OR ({_ending(run, closing, '')})"
+    return _merged(run, recomputed, current, span, ranges)
+
+
+def _merged(run: Run, recomputed: DataFrame, current: DataFrame, span: tuple[int, int] | None,
+            within: str | None) -> writes.Write:
+    """`recompute_groups`' merge of `recomputed` over `current`, the view's rows it reaches (cached:
+    the commit takes them as the rows it reaches, `Write.reached`), within `span` or `within`."""
     current = current.cache()
     run.cached.append(current)
-    return replace(writes.merge(run, recomputed, current, span=span, within=ranges), reached=current)
+    return replace(writes.merge(run, recomputed, current, span=span, within=within), reached=current)
 
 
-def _recompute_closing(run: Run, closing: tuple[int, int]) -> writes.Write:
-    """`recompute_groups` of the `closing` windows alone: every group of each."""
-    located = writes.located(run.spark, run.view.name, writes.read_version(run))
+def _closing_rows(run: Run, query: str, located: str, closing: tuple[int, int]) -> tuple[DataFrame, DataFrame]:
+    """Every row of the `closing` windows: the query's (`query`) and the view's (`located`)."""
     ending = _ending(run, closing, "v.")
-    recomputed = run.spark.sql(f"SELECT v.* FROM ({run.query}) v WHERE {ending}")
-    current = run.spark.sql(f"SELECT v.* FROM {located} v WHERE {ending}").cache()
-    run.cached.append(current)
-    return replace(writes.merge(run, recomputed, current, within=_ending(run, closing, "")), reached=current)
+    return (run.spark.sql(f"SELECT v.* FROM ({query}) v WHERE {ending}"),
+            run.spark.sql(f"SELECT v.* FROM {located} v WHERE {ending}"))
 
 
 def _ending(run: Run, closing: tuple[int, int], alias: str) -> str:
