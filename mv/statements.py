@@ -31,6 +31,10 @@ _TOKEN = re.compile(r"""
   | (?P<number>\d+(?:\.\d+)?)
   | (?P<symbol>.)""", re.VERBOSE | re.DOTALL)
 
+# The units of an interval's value (INTERVAL '5' MINUTES), singular and plural.
+INTERVAL_UNITS = ("DAY", "DAYS", "HOUR", "HOURS", "MINUTE", "MINUTES", "SECOND", "SECONDS",
+                  "MILLISECOND", "MILLISECONDS", "MICROSECOND", "MICROSECONDS")
+
 
 @dataclass(frozen=True)
 class Token:
@@ -156,20 +160,25 @@ class _Cursor:
         self.i += 1
         return token
 
-    def string(self, what: str) -> str:
+    def string(self, what: str, example: str) -> str:
+        """A quoted string; `example`: one, for the hint."""
         token = self.peek()
         if token is None or token.kind != "string":
-            raise self.fail(what, f"Quote it: '{what}'.")
+            raise self.fail(what, f"Write it in single quotes, e.g. {example}.")
         self.i += 1
         return token.text
 
     def interval(self) -> str:
-        """`INTERVAL '5' MINUTES`, `INTERVAL '5 minutes'` or `INTERVAL '1:30' HOUR TO MINUTE`, as written."""
+        """`INTERVAL '5' MINUTES`, `INTERVAL 5 MINUTES` (as Spark SQL takes it), `INTERVAL '5 minutes'`
+        or `INTERVAL '1:30' HOUR TO MINUTE`, as written."""
         start = self.take("INTERVAL", hint="Write a duration as INTERVAL '5' MINUTES.").start
-        self.string("the interval's value")
-        units = {"DAY", "DAYS", "HOUR", "HOURS", "MINUTE", "MINUTES", "SECOND", "SECONDS",
-                 "MILLISECOND", "MILLISECONDS", "MICROSECOND", "MICROSECONDS"}
-        if (t := self.peek()) is not None and t.is_(*units):
+        if (t := self.peek()) is not None and t.kind == "number":
+            self.i += 1
+            if (u := self.peek()) is None or not u.is_(*INTERVAL_UNITS):
+                raise self.fail("the interval's unit", "Write a duration as INTERVAL '5' MINUTES.")
+        else:
+            self.string("the interval's value", "INTERVAL '5' MINUTES")
+        if (t := self.peek()) is not None and t.is_(*INTERVAL_UNITS):
             self.i += 1
             if self.take_if("TO"):
                 self.i += 1
@@ -313,7 +322,7 @@ def _clause(c: _Cursor, d: Definition) -> Definition:
     if c.at("COMMENT"):
         c.once("COMMENT")
         c.take("COMMENT")
-        return replace(d, comment=c.string("the comment"))
+        return replace(d, comment=c.string("the comment", "COMMENT 'Bids per minute'"))
     if c.at("TBLPROPERTIES"):
         c.once("TBLPROPERTIES")
         c.take("TBLPROPERTIES")
@@ -335,9 +344,9 @@ def _schedule(c: _Cursor) -> str:
             raise c.fail("MINUTES, HOURS or DAYS", "Write SCHEDULE EVERY 15 MINUTES.")
         c.i += 1
     elif c.take_if("SCHEDULE", "CRON"):
-        c.string("a cron expression")
+        c.string("a cron expression", "SCHEDULE CRON '*/5 * * * *'")
         if c.take_if("AT", "TIME", "ZONE"):
-            c.string("a time zone")
+            c.string("a time zone", "AT TIME ZONE 'Europe/Paris'")
     else:
         raise c.fail("SCHEDULE EVERY, SCHEDULE CRON or TRIGGER ON UPDATE", "See docs/statements.md.")
     return c.text[start:c.tokens[c.i - 1].end]

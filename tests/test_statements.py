@@ -33,6 +33,7 @@ def test_create_with_every_clause_in_any_order():
     ("WATERMARK FOR `ts` AS `ts` - INTERVAL '1:30' HOUR TO MINUTE", "watermark_delay", "INTERVAL '1:30' HOUR TO MINUTE"),
     ("WATERMARK FOR ts AS ts - INTERVAL '5' MINUTES IDLE AFTER INTERVAL '30' MINUTES", "watermark_idle",
      "INTERVAL '30' MINUTES"),
+    ("WATERMARK FOR ts AS ts - INTERVAL 1 MINUTE", "watermark_delay", "INTERVAL 1 MINUTE"),  # as Spark SQL takes it
 ])
 def test_each_clause_is_read(clause, field, value):
     statement = parse(f"CREATE MATERIALIZED VIEW IF NOT EXISTS v {clause} AS {QUERY}")
@@ -87,6 +88,8 @@ def test_explain_create_parses_the_create():
     ("CREATE OR REPLACE MATERIALIZED VIEW IF NOT EXISTS v AS SELECT 1", "MV_STATEMENT_UNSUPPORTED_COMBINATION", None),
     ("REFRESH MATERIALIZED VIEW v NOW", "MV_STATEMENT_SYNTAX", "NOW"),
     ("CREATE MATERIALIZED VIEW v WATERMARK FOR ts AS ts - 5 AS SELECT 1", "MV_STATEMENT_SYNTAX", "5"),
+    ("CREATE MATERIALIZED VIEW v WATERMARK FOR ts AS ts - INTERVAL 5 AS SELECT 1", "MV_STATEMENT_SYNTAX", "AS"),
+    ("CREATE MATERIALIZED VIEW v COMMENT per hour AS SELECT 1", "MV_STATEMENT_SYNTAX", "per"),
     # a second statement after ';' is refused, never run or dropped silently
     ("REFRESH MATERIALIZED VIEW v; DROP TABLE canary", "MV_STATEMENT_SYNTAX", "DROP"),
     ("DROP MATERIALIZED VIEW v;\n-- then\nDROP TABLE canary;", "MV_STATEMENT_SYNTAX", "DROP"),
