@@ -10,7 +10,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 
 from mv import open_windows, session_lateness, session_refresh, writes
-from mv.query import interval_micros, micros_sql, quote, time_sql
+from mv.plan import own_time_column
+from mv.query import Window, interval_micros, micros_sql, quote, sql_string, time_sql
 from mv.run import INFINITY, Run, advanced
 from mv.state import RefreshState
 
@@ -31,11 +32,7 @@ def full(run: Run) -> writes.Recomputed:
     where, keep_final = [], None
     if info.windows and info.window_start and info.window_end:  # only window_start kept: no bounds to keep
         t, end = run.time_type, quote(info.window_end)
-        times = [spark.sql(f"SELECT max({micros_sql(quote(w.time_column), t)}) FROM {run.source(w.sources[0])}")
-                 .first()[0]
-                 for w in info.windows if len(w.sources) == 1
-                 and w.time_column.lower() in info.columns_of(w.sources[0])]
-        max_event, new_wm = advanced(run, times)
+        max_event, new_wm = advanced(run, [_latest(run, i, w) for i, w in enumerate(info.windows)])
         if d.watermark_column and not run.replaces_schema:  # a new schema: final windows too are rewritten
             old_wm = previous.watermark if previous else None
             if old_wm is not None:  # final: old_wm >= window_end + grace
@@ -64,6 +61,21 @@ def full(run: Run) -> writes.Recomputed:
         kept = open_windows.rebuilt(run, new_wm + 1 if new_wm is not None else -INFINITY, query)
     return writes.Recomputed(RefreshState(run.outcome.refresh_id, dict(run.targets), max_event, new_wm,
                                           open_from=open_from, open_id=kept), write)
+
+
+def _latest(run: Run, index: int, w: Window) -> int | None:
+    """The latest event time (µs) window function `w` (the query's `index`th) sees: its source's
+    column, when that is its time column (plan.own_time_column), else its time column as the query
+    computes it (`ts - INTERVAL 30 MINUTES AS ts`, a join's rows: mv_window_times), whose source
+    column of that name, or none, would close windows early or never; without a WATERMARK, which
+    alone needs that (the incremental paths take only own time columns), None, and no query run."""
+    if own_time_column(run.info, w):
+        relation, column = run.source(w.sources[0]), micros_sql(quote(w.time_column), run.time_type)
+    elif not run.view.definition.watermark_column:
+        return None
+    else:
+        relation, column = f"mv_window_times({sql_string(run.query)}, {index})", "event_time"
+    return run.spark.sql(f"SELECT max({column}) FROM {relation}").first()[0]
 
 
 def _with_final_windows(run: Run, recomputed: DataFrame, keep_final: str | None) -> DataFrame:

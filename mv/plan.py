@@ -137,10 +137,10 @@ def watermarks_joined(info: QueryInfo) -> bool:
     that the change's event times and late rows are that source's rows (as a full refresh reads
     the max event time)."""
     return bool(info.window_start and info.window_end) and all(
-        w.kind in ("TUMBLE", "HOP", "CUMULATE") and _own_time_column(info, w) for w in info.windows)
+        w.kind in ("TUMBLE", "HOP", "CUMULATE") and own_time_column(info, w) for w in info.windows)
 
 
-def _own_time_column(info: QueryInfo, w: Window) -> bool:
+def own_time_column(info: QueryInfo, w: Window) -> bool:
     """Whether window function `w` reads one source and its time column is that source's own, under
     its own name (QueryDescription.ownTime), so a changed source row falls in the windows of its time."""
     return len(w.sources) == 1 and w.own_time and w.time_column.lower() in info.columns_of(w.sources[0])
@@ -162,7 +162,7 @@ def _window_blockers(info: QueryInfo, view_watermark: bool) -> list[str]:
         return ["JOINED_WINDOWS_DIFFER"]
     if set(info.source_tables) != {w.sources[0] for w in windows}:
         return ["SOURCE_READ_OUTSIDE_A_WINDOW"]
-    if not all(_own_time_column(info, w) for w in windows):
+    if not all(own_time_column(info, w) for w in windows):
         return ["TIME_COLUMN_NOT_A_SOURCE_COLUMN"]
     if windows[0].kind == "SESSION":
         return _session_blockers(info, {w.sources[0]: info.columns_of(w.sources[0]) for w in windows}, view_watermark)

@@ -435,6 +435,30 @@ def test_emit_on_window_close_writes_each_closed_window_once_and_never_an_empty_
                                          ("insert", "00:10", "00:20", "b", 2)]
 
 
+@pytest.mark.parametrize("input", [
+    "SELECT id, item, ts - INTERVAL 30 MINUTES AS ts, price FROM {bids}",
+    "SELECT id, item, ts - INTERVAL 30 MINUTES AS ts2, price FROM {bids}",
+    "SELECT b.id, b.item, b.ts - INTERVAL 30 MINUTES AS ts, b.price FROM {bids} b JOIN {bids} s ON b.id = s.id",
+], ids=["under_the_sources_name", "under_a_new_name", "of_a_joins_rows"])
+def test_a_computed_time_column_closes_windows_by_its_own_value(spark, given, input):
+    """The watermark follows the time column as the query computes it, half an hour before the
+    source's: the source's own `ts` would close [00:10, 00:20) at once, and no column (ts2) or a
+    join's rows would close nothing, ever."""
+    bids = given.bids(bid(1, "a", "00:35", 4), bid(2, "a", "00:46", 2))  # windows' times 00:05, 00:16
+    time = "ts2" if "ts2" in input else "ts"
+    query = COUNTS.format(bids=input.format(bids=bids)).replace("DESCRIPTOR(ts)", f"DESCRIPTOR({time})")
+    view = given.view(query, ON_CLOSE.replace("ts", time))
+    assert rows(spark, view) == [("00:00", "00:10", "a", 1, 4)]  # watermark 00:11
+
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'a', '00:48', 1))}")  # 00:18, on time
+    refresh(spark, view)
+    assert rows(spark, view) == [("00:00", "00:10", "a", 1, 4)]  # watermark 00:13
+
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(4, 'b', '00:56', 8))}")  # 00:26
+    refresh(spark, view)
+    assert rows(spark, view) == [("00:00", "00:10", "a", 1, 4), ("00:10", "00:20", "a", 2, 3)]  # watermark 00:21
+
+
 def test_windows_closing_for_the_first_time_are_appended_without_a_merge(spark, given):
     bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:04", 2))
     view = given.view(COUNTS.format(bids=bids), ON_CLOSE)

@@ -46,6 +46,8 @@ class MvSparkSessionExtension extends (SparkSessionExtensions => Unit) {
     extensions.injectTableFunction(SourceSubstitution.keysRegistration)
     extensions.injectTableFunction(SourceSubstitution.flipsRegistration)
     extensions.injectTableFunction(SourceSubstitution.regroupsRegistration)
+    // mv_window_times('query', i): the event times a window function sees (a full refresh's watermark).
+    extensions.injectTableFunction(WindowTimes.registration)
     // mv_scan_bytes('query', ...): what queries would read after file skipping (REFRESH POLICY AUTO's estimate).
     extensions.injectTableFunction(ScanBytes.registration)
     // Window function calls are bound as they are parsed (see WindowSqlParser) or, for plans not
