@@ -132,10 +132,15 @@ def incremental_blockers(info: QueryInfo, view_watermark: bool = False) -> list[
 
 def watermarks_joined(info: QueryInfo) -> bool:
     """Whether a WATERMARK applies to a view of windows over joins or unions kept by its groups
-    (row_refresh._watermarked_groups): both window bounds in its output, and each window
-    function a TUMBLE, HOP or CUMULATE over one source whose own column is its time column, so
-    that the change's event times and late rows are that source's rows (as a full refresh reads
-    the max event time)."""
+    (row_refresh._watermarked_groups): when its late rows come from its sources' changes."""
+    return late_rows_from_changes(info)
+
+
+def late_rows_from_changes(info: QueryInfo) -> bool:
+    """Whether a view's late changes are found from each source's change alone
+    (window_refresh.write_late_changes): both window bounds in its output, so final windows are
+    kept, and each window function a TUMBLE, HOP or CUMULATE over one source whose own column is
+    its time column, so a changed row's windows are those of its own time."""
     return bool(info.window_start and info.window_end) and all(
         w.kind in ("TUMBLE", "HOP", "CUMULATE") and own_time_column(info, w) for w in info.windows)
 

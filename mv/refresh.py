@@ -35,7 +35,7 @@ from mv import internal_columns, open_windows, strategies, watermark, window_ref
 from mv.catalog import View
 from mv.estimate import Stopped
 from mv.history import pinned_targets
-from mv.plan import Plan, by_windows, kept_incrementally, plan, weighed
+from mv.plan import Plan, by_windows, kept_incrementally, late_rows_from_changes, plan, weighed
 from mv.query import QueryInfo, describe, sql_string
 from mv.run import Outcome, Run, clock_closes, known_dearer, seen_at
 from mv.settings import session_settings
@@ -305,6 +305,7 @@ def _recomputed(run: Run) -> Step:
     under AUTO a full refresh that costs less, run instead (FULL_CHEAPER)."""
     outcome, view = run.outcome, run.view
     if outcome.technique != "incremental":
+        _late_changes_first(run)
         return _full(run)
     progress.phase(view.name, "reading changes")
     try:
@@ -325,6 +326,30 @@ def _recomputed(run: Run) -> Step:
     except change_feed.SourceReplaced:
         outcome.technique, outcome.reason = "full", "SOURCE_REPLACED"  # dropped and created again
     return _full(run) if not run.dry else Stopped(None)  # EXPLAIN: nothing to weigh
+
+
+def _late_changes_first(run: Run) -> None:
+    """Before a full refresh planned as one (REFRESH POLICY FULL, REFRESH ... FULL, a query kept in
+    full), under a WATERMARK: the changes' late rows appended to `<view>__late`, as an incremental
+    refresh appends them (window_refresh.write_late_changes). The full refresh keeps final windows
+    as they are, so a late change would be recorded nowhere, and a repair (REFRESH ... FULL, which
+    recomputes final windows without the late table's changes) would put it into its final window.
+    Not when the changes cannot be read as the view read its sources (their schema changed, a
+    source created again, the change feed cleaned up: those late rows go unrecorded), nor for
+    windows whose late rows the sources' changes do not tell (plan.late_rows_from_changes)."""
+    previous = run.previous
+    if run.dry or previous is None or previous.watermark is None or not run.view.definition.watermark_column \
+            or run.outcome.reason in UNREADABLE_CHANGES or not late_rows_from_changes(run.info):
+        return
+    try:
+        window_refresh.write_late_changes(run)
+    except Exception as e:  # noqa: BLE001 - Delta reports a lost change feed in several ways
+        if not (change_feed.is_gone(e) or change_feed.is_schema_change(e)):
+            raise
+
+
+# Full refreshes planned because the sources' changes cannot be read as the view read them.
+UNREADABLE_CHANGES = ("SOURCE_SCHEMA_CHANGED", "SOURCE_REPLACED", "QUERY_DEFINITION_CHANGED", "STATE_LOST")
 
 
 def _full(run: Run) -> Recomputed:

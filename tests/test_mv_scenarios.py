@@ -490,6 +490,25 @@ def test_a_late_row_within_grace_updates_its_closed_window(spark, given):
 
 
 @pytest.mark.compat
+@pytest.mark.parametrize("policy, statement", [("REFRESH POLICY FULL", ""), ("", " FULL")],
+                         ids=["policy_full", "refresh_full"])
+def test_a_full_refresh_keeps_final_windows_and_records_their_late_rows(spark, given, policy, statement):
+    """A full refresh leaves final windows as they are: a late bid goes to the late table there
+    too, and a repair (REFRESH ... FULL), which recomputes final windows without the late table's
+    changes, does not put it into its window."""
+    bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:21", 7))
+    view = given.view(COUNTS.format(bids=bids), "WATERMARK FOR ts AS ts - INTERVAL '1' MINUTES EMIT ON WINDOW CLOSE "
+                                                f"GRACE INTERVAL '10' MINUTES {policy}")  # watermark 00:20: [00:00, 00:10) final
+
+    spark.sql(f"INSERT INTO {bids} VALUES {values(bid(3, 'a', '00:05', 2), bid(4, 'b', '00:15', 1))}")
+    outcome = mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}{statement}").first()
+
+    assert outcome.technique == "full" and outcome.late_rows == 1
+    assert rows(spark, view) == [("00:00", "00:10", "a", 1, 4), ("00:10", "00:20", "b", 1, 1)]
+    assert [tuple(r) for r in spark.sql(f"SELECT id, refresh_id FROM {view}__late").collect()] == [
+        (3, outcome.refresh_id)]
+
+
 def test_a_row_later_than_grace_goes_to_the_late_table_and_is_counted(spark, given):
     bids = given.bids(bid(1, "a", "00:01", 4), bid(2, "b", "00:21", 7))
     view = given.view(COUNTS.format(bids=bids),
