@@ -37,6 +37,7 @@ from mv import change_feed, estimate, open_windows, watermark, window_refresh, w
 from mv.combine import by_terms, combinable_by_terms
 from mv.estimate import Stopped
 from mv.internal_columns import N, SIGN
+from mv.plan import own_time_column
 from mv.query import Read, Window, interval_micros, micros_sql, quote, time_sql
 from mv.run import INFINITY, Run, advanced
 from mv.writes import Recomputed, Write
@@ -84,6 +85,8 @@ def refresh_groups_by_change(run: Run, change: Change) -> Step:
     if not run.info.windows and combinable_by_terms(run.info, {t for t, s in signs.items() if any(s.values())}):
         return _combined_groups(run, changes, signs)
     watermarked = bool(run.view.definition.watermark_column)
+    if not watermarked and (windows := _appended_windows(run, changes)) is not None:
+        return _whole_windows(run, windows)
     parts = _parts(run, changes, signs, keys=True, live=_not_final(run) if watermarked else None)
     if watermarked and not run.dry:  # before the estimate: a full refresh leaves them out
         window_refresh.write_late_changes(run)
@@ -92,6 +95,37 @@ def refresh_groups_by_change(run: Run, change: Change) -> Step:
     if watermarked:
         return _watermarked_groups(run, changes, parts)
     return Recomputed.carried(run, _recomputed_groups(run, parts) if parts else writes.STATE_ONLY)
+
+
+def _appended_windows(run: Run, changes: dict[str, DataFrame]) -> list[tuple[int, int]] | None:
+    """The windows of a change that only appends to windowed sources, each read once by the query
+    and windowed by its own time column, as the Delta statistics of the files it added tell them
+    (window_refresh.appended_windows): every window that can hold an appended row. None when
+    another source changed (a dimension's change reaches windows by its keys), the statistics do
+    not tell, or the view's window functions differ or leave their bounds out of its output."""
+    info = run.info
+    if not (info.window_start and info.window_end) \
+            or len({(w.kind, w.size, w.step, w.offset, w.time_zone) for w in info.windows}) != 1:
+        return None
+    windowed = {w.sources[0]: w for w in info.windows if own_time_column(info, w)}
+    if not set(changes) <= windowed.keys() & _read_once(run):
+        return None
+    found: set[tuple[int, int]] = set()
+    for source in changes:
+        if (windows := window_refresh.appended_windows(run, windowed[source])) is None:
+            return None
+        found.update(windows)
+    return sorted(found)
+
+
+def _whole_windows(run: Run, windows: list[tuple[int, int]]) -> Step:
+    """An append's windows (`_appended_windows`) recomputed whole, every group of each, and merged
+    (window_refresh.merge_windows): no query to find the groups it reaches first. bench.joins'
+    per_minute (a TUMBLE over bids JOIN auctions per category) at 1M bids, 1,000 new bids: that
+    query was six small jobs, 0.4 s of a 1.6 s refresh."""
+    if stopped := estimate.stops(run.dry, window_refresh.weigh(run, windows, None, False)):
+        return stopped
+    return Recomputed.carried(run, window_refresh.merge_windows(run, windows, None) if windows else writes.STATE_ONLY)
 
 
 def _recomputed_groups(run: Run, parts: list[tuple[int, str, str]]) -> Write:

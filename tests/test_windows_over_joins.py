@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 
 import mv
+from bench.refresh import _executions_since, execution_marker
 from mv import watermark
 from tests.view_sources import Sources, bag
 
@@ -139,3 +140,24 @@ def test_the_clock_closes_windows_over_a_join_of_quiet_sources_as_a_full_refresh
     assert (outcome.technique, outcome.reason) == ("incremental", "IDLE_WATERMARK")
     assert bag(spark, view) == bag(spark, twin)
     assert sorted(r.window_start.minute for r in spark.table(view).collect()) == [0, 2]
+
+
+def test_an_append_of_bids_recomputes_its_windows_whole_without_seeking_their_groups(spark, joined):
+    """New bids only, under a window of the bids' own time joined to auctions: their windows come
+    from the statistics of the files they were written to, and each is recomputed whole in the
+    commit, with no query before it to find the groups they reach; bids later than every other,
+    and bids into old windows, equal the query after each. (A window over a join's or union's
+    rows still seeks its groups.)"""
+    kind = "category_per_minute"
+    view = joined.view(kind)
+    for bids in ["(6, 1, 7, TIMESTAMP'2024-01-01 10:07:10'), (7, 2, 9, TIMESTAMP'2024-01-01 10:08:59')",
+                 "(8, 2, 4, TIMESTAMP'2024-01-01 10:00:20'), (9, 1, 6, TIMESTAMP'2024-01-01 10:01:40')"]:
+        joined.run(f"INSERT INTO {{bids}} VALUES {bids}")
+        marker = execution_marker(spark)
+        outcome = mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first()
+
+        assert (outcome.technique, outcome.reason) == ("incremental", "CHANGES_ONLY")
+        phases = [e["description"].rsplit(": ", 1)[-1] for e in _executions_since(spark, marker) if e["id"] != e["root"]]
+        assert "recomputing" not in phases, phases  # the groups were sought there (row_refresh._touched_windows)
+        spark.sql(f"CREATE OR REPLACE TEMP VIEW wj_expected AS {joined.query(kind)}")
+        assert bag(spark, view) == bag(spark, "wj_expected")
