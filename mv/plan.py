@@ -130,19 +130,20 @@ def incremental_blockers(info: QueryInfo, view_watermark: bool = False) -> list[
     return ["NOT_ONE_SOURCE"] if len(set(info.source_tables)) != 1 else ["GROUP_KEYS_NOT_SOURCE_COLUMNS"]
 
 
-def watermarks_joined(info: QueryInfo) -> bool:
-    """Whether a WATERMARK applies to a view of windows over joins or unions kept by its groups
-    (row_refresh._watermarked_groups): when its late rows come from its sources' changes."""
-    return late_rows_from_changes(info)
-
-
 def late_rows_from_changes(info: QueryInfo) -> bool:
     """Whether a view's late changes are found from each source's change alone
     (window_refresh.write_late_changes): both window bounds in its output, so final windows are
     kept, and each window function a TUMBLE, HOP or CUMULATE over one source whose own column is
-    its time column, so a changed row's windows are those of its own time."""
+    its time column, so a changed row's windows are those of its own time. Then a WATERMARK on
+    windows over joins or unions is kept by their groups (row_refresh._watermarked_groups), and a
+    full refresh writes its late rows first (refresh._late_changes_first)."""
     return bool(info.window_start and info.window_end) and all(
         w.kind in ("TUMBLE", "HOP", "CUMULATE") and own_time_column(info, w) for w in info.windows)
+
+
+def alike_windows(windows: list[Window]) -> bool:
+    """Whether the window functions are one kind of window: same kind, size, step, offset and zone."""
+    return len({(w.kind, w.size, w.step, w.offset, w.time_zone) for w in windows}) <= 1
 
 
 def own_time_column(info: QueryInfo, w: Window) -> bool:
@@ -155,15 +156,15 @@ def _window_blockers(info: QueryInfo, view_watermark: bool) -> list[str]:
     """Every window function must read one Delta source whose own column is its time column; joined
     windows must be the same windows; sessions need their keys in the view. Windows over joins or
     unions, grouped, are kept by their groups (`keys_by_change`), under a WATERMARK when each window
-    reads one source's own time column (`watermarks_joined`)."""
+    reads one source's own time column (`late_rows_from_changes`)."""
     windows = info.windows
     if info.keys_by_change:  # windows over joins or unions, their groups found by the change
-        return ["WATERMARK_ON_JOINED_WINDOWS"] if view_watermark and not watermarks_joined(info) else []
+        return ["WATERMARK_ON_JOINED_WINDOWS"] if view_watermark and not late_rows_from_changes(info) else []
     if any(w.kind not in INCREMENTAL_KINDS for w in windows):
         return ["WINDOW_DEPENDS_ON_OTHER_ROWS"]  # eKuiper's SESSIONWINDOW: cut at ticks over the whole input
     if any(len(w.sources) != 1 for w in windows):
         return ["WINDOW_OVER_SEVERAL_SOURCES"]
-    if len({(w.kind, w.size, w.step, w.offset, w.time_zone) for w in windows}) > 1:
+    if not alike_windows(windows):
         return ["JOINED_WINDOWS_DIFFER"]
     if set(info.source_tables) != {w.sources[0] for w in windows}:
         return ["SOURCE_READ_OUTSIDE_A_WINDOW"]

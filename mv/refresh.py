@@ -35,7 +35,7 @@ from mv import internal_columns, open_windows, strategies, watermark, window_ref
 from mv.catalog import View
 from mv.estimate import Stopped
 from mv.history import pinned_targets
-from mv.plan import Plan, by_windows, kept_incrementally, late_rows_from_changes, plan, watermarks_joined, weighed
+from mv.plan import Plan, by_windows, kept_incrementally, late_rows_from_changes, plan, weighed
 from mv.query import QueryInfo, describe, sql_string
 from mv.run import Outcome, Run, clock_closes, known_dearer, seen_at
 from mv.settings import session_settings
@@ -464,7 +464,7 @@ def _incremental(run: Run) -> Step:
     previous = run.previous
     windows = by_windows(run.info)
     try:  # the first read of the change feed: the touched windows, or a count
-        if (windows or watermarks_joined(run.info)) and (ahead := window_refresh.full_ahead(run)) is not None:
+        if (windows or late_rows_from_changes(run.info)) and (ahead := window_refresh.full_ahead(run)) is not None:
             return Stopped(ahead)  # its late rows written
         changes, counted = change_feed.read(run)  # its caches go to run.cached: the MERGE, run at commit, still reads them
         views = {source: run.temp_view(frame, f"changes_{i}") for i, (source, frame) in enumerate(changes.items())}

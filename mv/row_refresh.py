@@ -37,7 +37,7 @@ from mv import change_feed, estimate, open_windows, watermark, window_refresh, w
 from mv.combine import by_terms, combinable_by_terms
 from mv.estimate import Stopped
 from mv.internal_columns import N, SIGN
-from mv.plan import own_time_column
+from mv.plan import alike_windows, own_time_column
 from mv.query import Read, Window, interval_micros, micros_sql, quote, time_sql
 from mv.run import INFINITY, Run, advanced
 from mv.writes import Recomputed, Write
@@ -104,8 +104,7 @@ def _appended_windows(run: Run, changes: dict[str, DataFrame]) -> list[tuple[int
     another source changed (a dimension's change reaches windows by its keys), the statistics do
     not tell, or the view's window functions differ or leave their bounds out of its output."""
     info = run.info
-    if not (info.window_start and info.window_end) \
-            or len({(w.kind, w.size, w.step, w.offset, w.time_zone) for w in info.windows}) != 1:
+    if not (info.window_start and info.window_end) or not alike_windows(info.windows):
         return None
     windowed = {w.sources[0]: w for w in info.windows if own_time_column(info, w)}
     if not set(changes) <= windowed.keys() & _read_once(run):
@@ -146,7 +145,7 @@ def _touched_windows(run: Run, touched: DataFrame) -> tuple[DataFrame, list[tupl
 
 
 def _watermarked_groups(run: Run, changes: dict[str, DataFrame], parts: list[tuple[int, str, str]]) -> Recomputed:
-    """Windows over joins or unions under a WATERMARK (plan.watermarks_joined), kept as a full
+    """Windows over joins or unions under a WATERMARK (plan.late_rows_from_changes), kept as a full
     refresh keeps them (full_refresh.full): the watermark moves with the event times the change
     adds; final windows keep their rows (their late changes went to <view>__late first); under
     EMIT ON WINDOW CLOSE only closed windows are written. So the touched groups of windows that

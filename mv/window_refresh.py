@@ -243,7 +243,7 @@ def full_ahead(run: Run) -> estimate.Estimate | None:
     rows and perhaps nothing else, `_on_time`; not asked of windows over joins, whose dimension's
     change an incremental refresh still joins and regroups), or SESSION windows (their late rows
     come from the classified change). Asked only for the estimate (EXPLAIN), it writes nothing:
-    the estimate is the answer. Windows over joins kept by their groups (plan.watermarks_joined)
+    the estimate is the answer. Windows over joins kept by their groups (plan.late_rows_from_changes)
     ask it too: bench.joins' closed_per_minute at 1M bids read each change round's change and
     terms to switch, 3.3-3.5 s against 1.9-2.1 s for its full twin.
 
@@ -316,8 +316,8 @@ def appended_windows(run: Run, w: Window) -> list[tuple[int, int]] | None:
     figures = _statistics_span(run, w, -INFINITY)
     if figures is None:
         return None
-    rows, low, high, _, _, timed = figures
-    if not timed:
+    rows, low, high, _, _, windowed = figures
+    if not windowed:  # no row with a time: no window
         return []
     starts = range(low, high - w.size + 1, w.step)
     return [(s, s + w.size) for s in starts] if len(starts) <= rows else None
