@@ -108,7 +108,7 @@ def _spanned(run: Run, parts: list[Window], changes: dict[str, str], aggregate: 
     if seen is None or len(parts) != 1 or len(changes) != 1 or len(run.info.windows) != 1:
         return None
     w = parts[0]
-    if w.kind not in ("TUMBLE", "HOP") or w.sources[0] in run.updated or not w.fixed_offset:
+    if not _spannable(run, w):
         return None
     name = changes[w.sources[0]]
     figures = _statistics_span(run, w, seen)
@@ -121,10 +121,22 @@ def _spanned(run: Run, parts: list[Window], changes: dict[str, str], aggregate: 
         return Touched(parts, {}, {}, read)
     if earliest < seen or (high - low) // w.step > windowed:
         return None
-    starts = range(low, high - w.size + 1, w.step)  # a step apart (TUMBLE's is its size), aligned as the rows' are
-    windows: dict[tuple[int, int], int | None] = {(s, s + w.size): None for s in starts}
+    windows: dict[tuple[int, int], int | None] = {(s, s + w.size): None for s in _starts(w, low, high)}
     windows[(high - w.size, high)] = latest
     return Touched(parts, windows, {}, read)
+
+
+def _spannable(run: Run, w: Window) -> bool:
+    """Whether an append's windows of `w` are every window from its earliest row's to its latest's
+    (`_spanned`, `appended_windows`): a TUMBLE or HOP aligned in a zone of one offset, over a source
+    the change only appended to."""
+    return w.kind in ("TUMBLE", "HOP") and w.fixed_offset and w.sources[0] not in run.updated
+
+
+def _starts(w: Window, low: int, high: int) -> range:
+    """The starts (µs) of `w`'s windows from the one starting at `low` to the one ending at `high`:
+    a step apart (TUMBLE's is its size), aligned as the rows' are."""
+    return range(low, high - w.size + 1, w.step)
 
 
 def _statistics_span(run: Run, w: Window, seen: int) -> tuple | None:
@@ -311,7 +323,7 @@ def appended_windows(run: Run, w: Window) -> list[tuple[int, int]] | None:
     Example: TUMBLE(1 minute), 1,000 bids appended from 10:05:10 to 10:21:39: the 17 windows from
     [10:05, 10:06) to [10:21, 10:22).
     """
-    if w.kind not in ("TUMBLE", "HOP") or not w.fixed_offset or w.sources[0] in run.updated:
+    if not _spannable(run, w):
         return None
     figures = _statistics_span(run, w, -INFINITY)
     if figures is None:
@@ -319,7 +331,7 @@ def appended_windows(run: Run, w: Window) -> list[tuple[int, int]] | None:
     rows, low, high, _, _, windowed = figures
     if not windowed:  # no row with a time: no window
         return []
-    starts = range(low, high - w.size + 1, w.step)
+    starts = _starts(w, low, high)
     return [(s, s + w.size) for s in starts] if len(starts) <= rows else None
 
 
