@@ -310,24 +310,28 @@ def _scanned(run: Run, source: str, start: int, target: int, appends_only: bool)
     return DataFrame(jdf, run.spark) if jdf is not None else None
 
 
-def appended_span(run: Run, source: str, column: str) -> tuple[int, int, int, int] | None:
+def appended_span(run: Run, source: str, column: str) -> tuple[int, int, int, int, int] | None:
     """What the Delta statistics of the files `source`'s change added say of its `column`, without
     reading them (mv/jvm/AppendedChanges.scala's `span`): its rows, those where the column is not
-    null, and the column's least and greatest value as Delta wrote them (a TIMESTAMP's in
-    microseconds, truncated to the millisecond). None when the change is not an append read as
-    its files (`_scanned`), or a file's statistics lack one of them (a table that collects none
-    for the column: delta.dataSkippingNumIndexedCols), and over Spark Connect.
+    null, the column's least and greatest value as Delta wrote them (a TIMESTAMP's in
+    microseconds, truncated to the millisecond), and 1 when that greatest value is exact, else 0:
+    for a view with a watermark, a TIMESTAMP's greatest microsecond is read from the Parquet
+    footers of the files holding it, when they keep it (INT64 microseconds, the local session's
+    encoding). None when the change is not an append read as its files (`_scanned`), or a file's
+    statistics lack one of them (a table that collects none for the column:
+    delta.dataSkippingNumIndexedCols), and over Spark Connect.
 
-    Example: a 20,000-row append of one row a second:
+    Example: a 20,000-row append of one row a second, the last at 19.999999 s:
         >>> appended_span(run, "events", "ts")
-        (20000, 20000, 1700000000000000, 1700000019999000)
+        (20000, 20000, 1700000000000000, 1700000019999999, 1)
     """
     jvm = extension(run.spark)
     start, target = versions(run, source)
     if jvm is None or source in run.updated or start > target:
         return None
     if (source, column) not in run.spans:  # one read of the log per column and refresh
-        span = jvm.AppendedChanges.span(run.spark._jsparkSession, source, start, target, column)
+        exact = bool(run.view.definition.watermark_column)  # only a watermark needs the microsecond
+        span = jvm.AppendedChanges.span(run.spark._jsparkSession, source, start, target, column, exact)
         run.spans[(source, column)] = None if span is None else tuple(int(v) for v in span)
     return run.spans[(source, column)]
 
@@ -358,7 +362,7 @@ def appended_ranges(run: Run, source: str, schema: T.StructType) -> dict[str, wr
         span = appended_span(run, source, field.name) if isinstance(field.dataType, _SPANNED) else None
         if span is None or span[0] == 0:
             return None
-        rows, valued, low, high = span
+        rows, valued, low, high, _ = span
         if isinstance(field.dataType, T.DateType):
             low, high = (str(_EPOCH + timedelta(days=d)) for d in (low, high))
         elif isinstance(field.dataType, T.TimestampType):

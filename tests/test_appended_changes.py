@@ -162,12 +162,14 @@ def test_a_view_over_appends_mixed_with_updates_and_deletes_equals_its_query(spa
             map(tuple, spark.sql(query).collect()))
 
 
-def since(spark, table, before):
+def since(spark, table, before, watermark=None):
     """What change_feed's log readers ask of a refresh: its source's versions after `before` up to
-    the latest, none of them declared an update (a Run's fields they read, nothing else)."""
+    the latest, none of them declared an update, for a view with the `watermark` column or none
+    (a Run's fields they read, nothing else)."""
     from types import SimpleNamespace
     return SimpleNamespace(spark=spark, updated=frozenset(), spans={},
-                           previous=SimpleNamespace(sources={table: before}), targets={table: version(spark, table)})
+                           previous=SimpleNamespace(sources={table: before}), targets={table: version(spark, table)},
+                           view=SimpleNamespace(definition=SimpleNamespace(watermark_column=watermark)))
 
 
 def test_an_appends_rows_and_column_ranges_are_read_from_its_files_statistics_as_a_job_would_find_them(spark):
@@ -203,4 +205,33 @@ def test_an_appends_rows_and_column_ranges_are_read_from_its_files_statistics_as
     later = since(spark, table, before)
     assert change_feed.appended_rows(later, table, spark.table(table)) is None
     assert change_feed.appended_ranges(later, table, change.drop("s").schema) is None
+    spark.sql(f"DROP TABLE {table}")
+
+
+@pytest.mark.parametrize("encoding, exact", [("TIMESTAMP_MICROS", True), ("INT96", False)])
+def test_an_appends_latest_microsecond_comes_from_its_parquet_footers_when_they_keep_it(spark, encoding, exact):
+    """For a view with a watermark, change_feed.appended_span takes a TIMESTAMP's greatest value to
+    the microsecond from the Parquet footers of the files whose Delta statistics hold its
+    millisecond (those statistics truncate it): INT64 microseconds, the local session's encoding,
+    keep it. INT96, Spark's default elsewhere, keeps no statistics: the span then gives the
+    millisecond and says it is not exact (the refresh reads the rows of that millisecond:
+    window_refresh._latest_exactly). A view without a watermark is not given the microsecond."""
+    from mv import change_feed
+    table = "apc_latest"
+    spark.sql(f"DROP TABLE IF EXISTS {table}")
+    spark.sql(f"CREATE TABLE {table} (k INT, ts TIMESTAMP) USING delta TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+    before = version(spark, table)
+    kept = spark.conf.get("spark.sql.parquet.outputTimestampType")
+    spark.conf.set("spark.sql.parquet.outputTimestampType", encoding)
+    try:   # three files; the latest row, 00:00:41.999999, in one of them
+        spark.sql(f"INSERT INTO {table} SELECT CAST(id AS INT), TIMESTAMP'2024-01-01 00:00:00.000700' + "
+                  f"make_interval(0, 0, 0, 0, 0, 0, id) FROM range(0, 42, 1, 3) "
+                  f"UNION ALL SELECT 99, TIMESTAMP'2024-01-01 00:00:41.999999'")
+    finally:
+        spark.conf.set("spark.sql.parquet.outputTimestampType", kept)
+    latest = spark.sql(f"SELECT unix_micros(max(ts)) FROM {table}").first()[0]
+
+    rows, timed, _, greatest, told = change_feed.appended_span(since(spark, table, before, "ts"), table, "ts")
+    assert (rows, timed, greatest, bool(told)) == (43, 43, latest if exact else latest - 999, exact)
+    assert change_feed.appended_span(since(spark, table, before), table, "ts")[3:] == (latest - 999, 0)
     spark.sql(f"DROP TABLE {table}")

@@ -14,6 +14,8 @@ Oracle: the query recomputed in full, and the twin refreshed row by row (or grou
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pytest
 
 import mv
@@ -241,6 +243,18 @@ def test_a_large_append_after_every_row_seen_spans_its_windows_without_grouping(
         same(spark, f"SELECT * FROM {views[0]}", by_minute(sources[0]))
 
 
+@contextmanager
+def timestamps_written_as(spark, encoding: str | None):
+    """TIMESTAMP columns written in Parquet as `encoding` (INT96: Spark's default, which the local
+    session's conf replaces by INT64 microseconds) inside the block; None: as configured."""
+    kept = spark.conf.get("spark.sql.parquet.outputTimestampType")
+    spark.conf.set("spark.sql.parquet.outputTimestampType", encoding or kept)
+    try:
+        yield
+    finally:
+        spark.conf.set("spark.sql.parquet.outputTimestampType", kept)
+
+
 # An append whose Delta statistics tell its span, or not: the time its first rows count from, the
 # first's row number (the latest seen is row 299 from 00:00:00.000700), what is done to the source
 # before it, the window, and whether the statistics are taken. Delta writes times to the millisecond.
@@ -248,6 +262,7 @@ ZERO, SEEN = "TIMESTAMP'2024-01-01 00:00:00'", "TIMESTAMP'2024-01-01 00:00:00.00
 FROM_STATISTICS = {
     "microseconds": (SEEN, 300, None, "tumble", True),
     "null_times": (ZERO, 300, None, "hop", True),
+    "null_times_as_int96": (ZERO, 300, None, "hop", True),   # no Parquet statistics: the latest time read
     "no_time_statistics": (ZERO, 300, "'delta.dataSkippingStatsColumns' = 'id'", "tumble", False),
     "window_not_whole_milliseconds": (ZERO, 300, None, "odd_tumble", False),
     "same_millisecond_as_the_latest_seen": ("TIMESTAMP'2024-01-01 00:00:00.000800'", 299, None, "tumble", False),
@@ -261,9 +276,11 @@ def test_a_large_append_spans_its_windows_by_its_files_statistics_without_readin
     """An append at the end of time takes its rows, its earliest and latest time from the Delta
     statistics of the files it added (window_refresh._statistics_span), and its rows are not read to
     find its windows. The view equals its twin whose change is grouped by window, with the same
-    windows closed and final, and the same watermark to the microsecond (Delta writes times to the
-    millisecond: the latest time is read from the rows at or after its millisecond alone). Statistics that lack the time column, windows not in whole milliseconds, or
-    an earliest time in the millisecond of the latest seen, are not taken: the change is read."""
+    windows closed and final, and the same watermark to the microsecond: Delta writes times to the
+    millisecond, the latest one's microsecond comes from the Parquet footers (INT64), or from the
+    rows of that millisecond (INT96, which keeps no statistics). Statistics that lack the time
+    column, windows not in whole milliseconds, or an earliest time in the millisecond of the latest
+    seen, are not taken: the change is read."""
     spark = utc
     first_rows, first_id, properties, window, told = FROM_STATISTICS[case]
     seen = SEEN   # the first 85 minutes' rows, as in every case
@@ -285,9 +302,10 @@ def test_a_large_append_spans_its_windows_by_its_files_statistics_without_readin
     for src, view, allowed in zip(sources, views, [True, False]):
         if properties:
             spark.sql(f"ALTER TABLE {src} SET TBLPROPERTIES ({properties})")
-        spark.sql(f"INSERT INTO {src} {rows_from(first_rows, first_id, 60, 17)}")   # from the latest seen on
-        spark.sql(f"INSERT INTO {src} {rows_from(seen, 700, 40, 17)} UNION ALL "
-                  f"SELECT 5000, 'a', {'NULL' if case == 'null_times' else seen + ' + INTERVAL 4 HOURS'}, 1")
+        with timestamps_written_as(spark, "INT96" if case.endswith("as_int96") else None):
+            spark.sql(f"INSERT INTO {src} {rows_from(first_rows, first_id, 60, 17)}")   # from the latest seen on
+            spark.sql(f"INSERT INTO {src} {rows_from(seen, 700, 40, 17)} UNION ALL "
+                      f"SELECT 5000, 'a', {'NULL' if 'null_times' in case else seen + ' + INTERVAL 4 HOURS'}, 1")
         monkeypatch.setattr(window_refresh, "_spanned", spanned_windows if allowed else lambda *args, **kw: None)
         del taken[:]
         outcomes.append(mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first())
@@ -305,23 +323,29 @@ def test_a_large_append_spans_its_windows_by_its_files_statistics_without_readin
         same(spark, f"SELECT * FROM {views[0]}", by_window(sources[0]))
 
 
-@pytest.mark.parametrize("latest, told", [("01:30:59.998999", True), ("01:30:59.999999", False)],
-                         ids=["a_microsecond_short_of_a_close", "the_microsecond_that_closes_a_window"])
+@pytest.mark.parametrize("latest, encoding, told", [("01:30:59.998999", "INT96", True),
+                                                     ("01:30:59.999999", "INT96", False),
+                                                     ("01:30:59.999999", None, True)],
+                         ids=["a_microsecond_short_of_a_close", "the_microsecond_that_closes_a_window",
+                              "the_microsecond_that_closes_a_window_kept_in_the_footer"])
 def test_a_small_append_at_the_end_of_time_takes_its_windows_from_its_files_statistics(utc, given, monkeypatch,
-                                                                                      latest, told):
+                                                                                      latest, encoding, told):
     """A small append at the end of time (under SMALL_CHANGE_BYTES) whose file's statistics tell its
     span takes its windows from them, as a large one does: no Spark job groups its rows. Delta's
     statistics keep the millisecond: a latest row at 01:30:59.999999 closes [01:29, 01:30) under a
     one-minute delay (the window of the append's other row) and its millisecond would not, so
-    that append is read and grouped instead; a row at 01:30:59.998999 closes nothing either way.
-    The view equals its twin, whose changes are always grouped, with the same windows closed."""
+    an append written as INT96 (whose Parquet footer keeps no statistics) is read and grouped
+    instead; written as INT64 microseconds, the footer gives the microsecond, and its windows come
+    from the statistics. A row at 01:30:59.998999 closes nothing either way. The view equals its
+    twin, whose changes are always grouped, with the same windows closed and the same watermark."""
     spark = utc
     sources, views, _, grouped = spanned_twins(spark, given, monkeypatch, "tumble", LATE_VIEW)
     spanned_windows = window_refresh._spanned
     outcomes = []
     for src, view, allowed in zip(sources, views, [True, False]):
-        spark.sql(f"INSERT INTO {src} VALUES (1000, 'a', TIMESTAMP'2024-01-01 01:29:30', 3), "
-                  f"(1001, 'b', TIMESTAMP'2024-01-01 {latest}', 4)")   # after 01:24:43, the latest seen
+        with timestamps_written_as(spark, encoding):
+            spark.sql(f"INSERT INTO {src} VALUES (1000, 'a', TIMESTAMP'2024-01-01 01:29:30', 3), "
+                      f"(1001, 'b', TIMESTAMP'2024-01-01 {latest}', 4)")   # after 01:24:43, the latest seen
         monkeypatch.setattr(window_refresh, "_spanned", spanned_windows if allowed else lambda *args, **kw: None)
         del grouped[:]
         outcomes.append(mv.sql(spark, f"REFRESH MATERIALIZED VIEW {view}").first())
@@ -330,7 +354,8 @@ def test_a_small_append_at_the_end_of_time_takes_its_windows_from_its_files_stat
     assert [(o.technique, o.rows_read, o.late_rows) for o in outcomes] == [("incremental", 2, 0)] * 2, outcomes
     same(spark, f"SELECT * FROM {views[0]}", f"SELECT * FROM {views[1]}")
     closed = spark.sql(f"SELECT max(window_end) FROM {views[0]}").first()[0]
-    assert str(closed).endswith("01:25:00" if told else "01:30:00"), closed   # [01:29, 01:30) holds row 1000
+    closes = latest.endswith("999999")   # [01:29, 01:30) holds row 1000; the watermark then reaches its last µs
+    assert str(closed).endswith("01:30:00" if closes else "01:25:00"), closed
     marks = watermarks(spark, views)
     exact = spark.sql(f"SELECT unix_micros(max(ts)) - 60000000 FROM {sources[0]}").first()[0]
     assert marks == [exact, exact], marks

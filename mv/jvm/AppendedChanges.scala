@@ -1,6 +1,13 @@
 package io.mvengine
 
+import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
+
+import org.apache.parquet.hadoop.ParquetFileReader
+import org.apache.parquet.hadoop.util.HadoopInputFile
+import org.apache.parquet.io.InputFile
+import org.apache.parquet.schema.LogicalTypeAnnotation.{TimeUnit, TimestampLogicalTypeAnnotation}
+import org.apache.parquet.schema.PrimitiveType.PrimitiveTypeName
 
 import org.apache.spark.sql.DataFrame
 import org.apache.spark.sql.classic.SparkSession
@@ -8,6 +15,7 @@ import org.apache.spark.sql.delta.{DeltaConfigs, DeltaLog, NoMapping, Snapshot}
 import org.apache.spark.sql.delta.actions.{Action, AddCDCFile, AddFile, CommitInfo, Metadata, Protocol, RemoveFile}
 import org.apache.spark.sql.delta.commands.cdc.CDCReader
 import org.apache.spark.sql.functions.lit
+import org.apache.spark.sql.types.{DataType, TimestampNTZType, TimestampType}
 
 /**
  * A source's change that only appends rows, read as the files its commits added: the rows Delta's
@@ -27,7 +35,7 @@ import org.apache.spark.sql.functions.lit
  * {{{
  *   AppendedChanges.frame(spark, "bids", 8, 9)    // bids' rows added by versions 8 and 9, or null
  *   AppendedChanges.partly(spark, "bids", 8, 10)  // 8 appends, 9 and 10 update: 8's files + 9-10's feed
- *   AppendedChanges.span(spark, "bids", 8, 9, "date_time")  // [rows, timed rows, least, greatest] or null
+ *   AppendedChanges.span(spark, "bids", 8, 9, "date_time", true)  // [rows, timed rows, least, greatest, exact] or null
  * }}}
  */
 object AppendedChanges {
@@ -56,20 +64,69 @@ object AppendedChanges {
 
   /** What the statistics of the files versions `first` to `last` of the table `name` appended say
    *  of its column `column`, without reading them (SmallDeltaScans.span: rows, rows where it is
-   *  not null, its least and greatest value); null when the change is not one `frame` reads, the
-   *  table maps its columns (statistics by physical name), or a file's statistics lack one of them. */
-  def span(spark: SparkSession, name: String, first: Long, last: Long, column: String): Array[Long] =
+   *  not null, its least and greatest value), and 1 when that greatest value is exact, else 0;
+   *  null when the change is not one `frame` reads, the table maps its columns (statistics by
+   *  physical name), or a file's statistics lack one of them. Delta writes a TIMESTAMP's
+   *  statistics truncated to the millisecond: with `exact`, the greatest microsecond is read
+   *  from the Parquet footers of the files whose statistics hold that greatest millisecond
+   *  (`exactGreatest`), no Spark job; an integer's or a DATE's is exact as written. */
+  def span(spark: SparkSession, name: String, first: Long, last: Long, column: String,
+      exact: Boolean): Array[Long] =
     Maintainer.asActive(spark) {
-      try changed(spark, name, first, last).flatMap { case (_, snapshot, commits) =>
+      try changed(spark, name, first, last).flatMap { case (log, snapshot, commits) =>
         val field = snapshot.schema.find(_.name.equalsIgnoreCase(column))
         val mapped = snapshot.metadata.columnMappingMode != NoMapping
         if (mapped || field.isEmpty || !commits.forall(appendsOnly)) None
-        else SmallDeltaScans.span(commits.flatMap(c => added(c._2)), field.get.name, field.get.dataType)
+        else {
+          val (files, f) = (commits.flatMap(c => added(c._2)), field.get)
+          SmallDeltaScans.span(files, f.name, f.dataType).map { case Array(rows, timed, least, greatest) =>
+            val truncated = f.dataType == TimestampType || f.dataType == TimestampNTZType
+            val found = if (!truncated) Some(greatest)
+              else if (exact && timed > 0) exactGreatest(log, files, f.name, f.dataType, greatest) else None
+            Array(rows, timed, least, found.getOrElse(greatest), if (found.isDefined) 1L else 0L)
+          }
+        }
       }.orNull
       catch {
         case NonFatal(_) => null  // read, as when the statistics do not tell
       }
     }
+
+  /** The greatest microsecond of TIMESTAMP column `column` among `files`, whose statistics say
+   *  `greatest`, its millisecond: the maximum the Parquet footers of the files holding that
+   *  millisecond keep for their row groups, exact for a column written as INT64 microseconds (the
+   *  local session's, conf/spark-defaults.conf); None when one of them keeps none (INT96, Spark's
+   *  default elsewhere, has no statistics), or one outside that millisecond (values rebased).
+   *  {{{
+   *    exactGreatest(log, files, "ts", TimestampType, 1704070799999000L)  // Some(1704070799999999L)
+   *  }}} */
+  private def exactGreatest(log: DeltaLog, files: Seq[AddFile], column: String, dataType: DataType,
+      greatest: Long): Option[Long] = {
+    val holding = files.filter(f => SmallDeltaScans.span(Seq(f), column, dataType).exists(_(3) == greatest))
+    val conf = log.newDeltaHadoopConf()
+    val maxima = holding.map(f => footerMax(HadoopInputFile.fromPath(f.absolutePath(log), conf), column))
+    if (maxima.isEmpty || maxima.exists(m => m.forall(v => v < greatest || v > greatest + 999))) None
+    else Some(maxima.flatten.max)
+  }
+
+  /** The greatest value a Parquet file's row groups keep for its top-level INT64 TIMESTAMP(MICROS)
+   *  column `column`, or None (another encoding, no statistics, no values). */
+  private def footerMax(file: InputFile, column: String): Option[Long] = {
+    val reader = ParquetFileReader.open(file)
+    try {
+      val chunks = reader.getFooter.getBlocks.asScala.flatMap(_.getColumns.asScala.find(_.getPath.toArray.sameElements(Array(column))))
+      val micros = chunks.nonEmpty && chunks.forall { c =>
+        val t = c.getPrimitiveType
+        t.getPrimitiveTypeName == PrimitiveTypeName.INT64 && (t.getLogicalTypeAnnotation match {
+          case ts: TimestampLogicalTypeAnnotation => ts.getUnit == TimeUnit.MICROS
+          case _ => false
+        })
+      }
+      val stats = chunks.map(_.getStatistics)
+      if (!micros || stats.exists(s => s == null || s.isEmpty)) None
+      else stats.filter(_.hasNonNullValue).map(_.genericGetMax.asInstanceOf[java.lang.Long].longValue).maxOption
+    } finally reader.close()
+  }
 
   private def appended(spark: SparkSession, name: String, first: Long, last: Long): Option[DataFrame] =
     changed(spark, name, first, last).flatMap { case (log, snapshot, commits) =>
