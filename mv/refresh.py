@@ -59,8 +59,9 @@ def refresh(spark: SparkSession, name: str, full: bool = False,
         >>> [refresh(spark, name, refreshed=done).technique for name in ("hot_items", "hot_items_peak")]
         ['incremental', 'incremental']      # hot_items refreshed once, not again as an upstream
     """
+    started = time.time()  # the statement's time, its lookups and the query's analysis included
     view = catalog.require(spark, name)
-    quiet, looked_up = _idle(spark, view) if not full else (None, {})
+    quiet, looked_up = _idle(spark, view, started) if not full else (None, {})
     if quiet is not None:
         return quiet
     done = refreshed if refreshed is not None else set()
@@ -70,7 +71,8 @@ def refresh(spark: SparkSession, name: str, full: bool = False,
             if source not in done and (upstream := catalog.load(work, source)) is not None:
                 done.add(source)
                 refresh(spark, upstream.definition.name, refreshed=done)
-        return _refresh(work, view, info, full, looked_up=looked_up)
+                started = time.time()  # the view's own refresh: its upstream views' are theirs
+        return _refresh(work, view, info, full, looked_up=looked_up, started=started)
 
 
 def estimated(spark: SparkSession, name: str) -> estimate.Estimate | None:
@@ -98,7 +100,7 @@ def estimated(spark: SparkSession, name: str) -> estimate.Estimate | None:
     return step.estimate if isinstance(step, Stopped) else None
 
 
-def _idle(spark: SparkSession, view: View) -> tuple[Outcome | None, dict[str, delta_tables.Table]]:
+def _idle(spark: SparkSession, view: View, started: float) -> tuple[Outcome | None, dict[str, delta_tables.Table]]:
     """NO_CHANGES, told from the view's state and one lookup of its sources (their versions, and
     their change bytes since the state's), without a session of its own or an analysis of its
     query: its last refresh found the query kept incrementally, reading no SQL view and no other
@@ -109,10 +111,9 @@ def _idle(spark: SparkSession, view: View) -> tuple[Outcome | None, dict[str, de
     (none when a source is a materialized view, which the refresh brings up to date first).
 
     Example:
-        >>> _idle(spark, catalog.require(spark, "hourly"))[0]
+        >>> _idle(spark, catalog.require(spark, "hourly"), time.time())[0]
         Outcome(view='hourly', technique='incremental', reason='NO_CHANGES', ...)
     """
-    started = time.time()
     if view.table is None or view.table.changed_outside is not None or STATE_PROPERTY not in view.properties:
         return None, {}
     previous = stored(spark, view.name, view.properties).state
@@ -199,10 +200,11 @@ def _describe(spark: SparkSession, view: View) -> QueryInfo:
 
 
 def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool,
-             looked_up: dict[str, delta_tables.Table] | None = None) -> Outcome:
+             looked_up: dict[str, delta_tables.Table] | None = None, started: float | None = None) -> Outcome:
     """The refresh of `view` (its query described as `info`), incremental unless `full` or its plan
-    says otherwise: recomputed (`_recomputed`), then committed with its new state."""
-    run = _prepared(spark, view, info, full, looked_up=looked_up)
+    says otherwise: recomputed (`_recomputed`), then committed with its new state; timed from
+    `started` (epoch seconds), the statement's start, when given."""
+    run = _prepared(spark, view, info, full, looked_up=looked_up, started=started)
     if isinstance(run, Outcome):  # no source moved: nothing to commit
         return run
     view, outcome, started = run.view, run.outcome, run.outcome.started_at
@@ -237,11 +239,12 @@ def _refresh(spark: SparkSession, view: View, info: QueryInfo, full: bool,
 
 
 def _prepared(spark: SparkSession, view: View, info: QueryInfo, full: bool, dry: bool = False,
-              looked_up: dict[str, delta_tables.Table] | None = None) -> Run | Outcome:
+              looked_up: dict[str, delta_tables.Table] | None = None, started: float | None = None) -> Run | Outcome:
     """The refresh about to recompute: its plan (incremental or full, and why), the versions it
     reads to, AUTO's estimate before reading the change (`Run.upfront`); or the outcome NO_CHANGES
-    when no source moved. `dry`: only for EXPLAIN's estimate (`estimated`)."""
-    started = time.time()
+    when no source moved. `dry`: only for EXPLAIN's estimate (`estimated`). Timed from `started`,
+    else from now."""
+    started = started if started is not None else time.time()
     progress.phase(view.name, "planning")
     found = stored(spark, view.name, view.properties, view.table.version if view.table else None)
     previous = found.state
