@@ -367,10 +367,10 @@ def refresh_windows(run: Run, change: Change) -> Step:
     windows, counts = first.windows, first.counts
     old_wm, grace = run.previous.watermark, interval_micros(spark, d.grace)
     max_event, new_wm = advanced(run, list(windows.values()))
-    live = [(s, e) for s, e in windows if not watermark.is_final(e, old_wm, grace)]
+    live = watermark.not_final_of(windows, old_wm, grace)
     affected, newly_closed = live, None
     if d.emit == "WINDOW CLOSE":
-        affected = [(s, e) for s, e in affected if watermark.is_closed(e, new_wm)]
+        affected = watermark.closed_of(affected, new_wm)
         if new_wm is not None and new_wm != old_wm:
             newly_closed = (old_wm + 1 if old_wm is not None else None, new_wm + 1)
     combining = combinable(run.info) and scattered(run, affected)
@@ -691,7 +691,7 @@ def with_open_windows(run: Run, live, bound: int, changes: str, how: str) -> tup
     changes' own (combine.added); 'combined', retractions: combine.combine's rules say which groups
     the source must settle; 'recomputed', retractions in a few runs of time: the touched windows
     recomputed from the source (Delta reads just their files)."""
-    in_view = [(s, e) for s, e in live if watermark.is_closed(e, run.previous.watermark)]
+    in_view = watermark.closed_of(live, run.previous.watermark)
     span = (min(s for s, _ in in_view), max(s for s, _ in in_view)) if in_view else None
     view_rows = f"SELECT * FROM {run.view.name} WHERE {writes.start_range(run, span, None)}" if in_view else None
     partials = in_windows(run, live, "")
