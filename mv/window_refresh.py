@@ -114,15 +114,15 @@ def _spanned(run: Run, parts: list[Window], changes: dict[str, str], aggregate: 
     figures = _statistics_span(run, w, seen)
     if figures is None and not aggregate:
         return None
-    if figures is not None and figures[5] and run.view.definition.watermark_column and run.time_type != "bigint":
-        figures = figures[:4] + (_latest_exactly(run, w, name, figures[4]),) + figures[5:]
-    read, low, high, earliest, latest, windowed = figures or run.spark.sql(
+    read, low, high, earliest, latest, windowed, exact = figures or (*run.spark.sql(
         f"SELECT * FROM (SELECT count(*) FROM {name}) CROSS JOIN "
-        f"(SELECT min({WS}), max({WE}), min({T}), max({T}), count(*) FROM {_windowed(run, w, name)})").first()
+        f"(SELECT min({WS}), max({WE}), min({T}), max({T}), count(*) FROM {_windowed(run, w, name)})").first(), True)
     if not windowed:
         return Touched(parts, {}, {}, read)
     if earliest < seen or (high - low) // w.step > windowed:
         return None
+    if not exact and run.view.definition.watermark_column:
+        latest = _latest_exactly(run, w, name, latest)
     windows: dict[tuple[int, int], int | None] = {(s, s + w.size): None for s in _starts(w, low, high)}
     windows[(high - w.size, high)] = latest
     return Touched(parts, windows, {}, read)
@@ -130,18 +130,14 @@ def _spanned(run: Run, parts: list[Window], changes: dict[str, str], aggregate: 
 
 def _latest_exactly(run: Run, w: Window, name: str, latest: int) -> int:
     """The latest time (µs) of the change `name` to window function `w`'s source, whose Delta
-    statistics said `latest`: they truncate it to the millisecond, and a view's watermark is its
-    latest event time's, to the microsecond (mv_refresh_history shows it; IDLE AFTER counts from
-    it). Taken from the Parquet footers of the files holding it when they keep it
-    (`appended_span`, no job), else read from the rows at or after `latest` alone (a job: 0.05-0.15
-    s of bench.appends' q7_on_close refresh); the windows themselves are the same
-    (`_statistics_span`).
+    statistics said `latest`, truncated to the millisecond, and whose files' Parquet footers did
+    not tell the microsecond (INT96: `_statistics_span` takes it from them when they do, no job):
+    a view's watermark is its latest event time's, to the microsecond (mv_refresh_history shows
+    it; IDLE AFTER counts from it). Read from the rows at or after `latest` alone (a job: 0.05-0.15
+    s of bench.appends' q7_on_close refresh); the windows themselves are the same.
 
     Example: bids appended up to 00:49:59.999999, their statistics' 00:49:59.999: 00:49:59.999999.
     """
-    span = change_feed.appended_span(run, w.sources[0], w.time_column)
-    if span is not None and span[4]:  # its files' Parquet footers told it
-        return span[3]
     column, t = quote(w.time_column), run.time_type
     exact = run.spark.sql(f"SELECT max({micros_sql(column, t)}) FROM {name} "
                           f"WHERE {column} >= {time_sql(latest, t)}").first()[0]
@@ -163,7 +159,8 @@ def _starts(w: Window, low: int, high: int) -> range:
 
 def _statistics_span(run: Run, w: Window, seen: int) -> tuple | None:
     """`_spanned`'s figures for window function `w` (rows read, the earliest window's start, the
-    latest's end, the earliest and latest time, windowed rows) from the Delta statistics of the
+    latest's end, the earliest and latest time, windowed rows, whether that latest time is exact
+    rather than its millisecond) from the Delta statistics of the
     files the append added (change_feed.appended_span), without reading its rows: the windows come
     from the two times alone, by `Window.bounds` (a query of the window function over the two
     times, a Spark job, took 75 ms of bench.fixed_cost's 0.8 s refresh). None
@@ -195,14 +192,14 @@ def _statistics_span(run: Run, w: Window, seen: int) -> tuple | None:
     if run.time_type == "bigint":  # epoch milliseconds, written exactly
         least, greatest = least * 1000, greatest * 1000
     if not timed:
-        return rows, None, None, None, None, 0
+        return rows, None, None, None, None, 0, True
     if least < seen:
         return None
     shift = zone_shift(run.spark, w.time_zone)  # None for TIMESTAMP_NTZ, which aligns on its own value
     if d.watermark_column and not exact and w.ends_at(greatest - delay + 1000, shift):
         return None  # the latest time's microseconds may close the window ending a millisecond after its own
     low, high = w.bounds(least, greatest, shift)
-    return rows, low, high, least, greatest, timed * w.copies
+    return rows, low, high, least, greatest, timed * w.copies, bool(exact)
 
 
 def zone_shift(spark: SparkSession, zone: str | None) -> int:
@@ -353,7 +350,7 @@ def appended_windows(run: Run, w: Window) -> list[tuple[int, int]] | None:
     figures = _statistics_span(run, w, -INFINITY)
     if figures is None:
         return None
-    rows, low, high, _, _, windowed = figures
+    rows, low, high, _, _, windowed, _ = figures
     if not windowed:  # no row with a time: no window
         return []
     starts = _starts(w, low, high)
