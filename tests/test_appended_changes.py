@@ -217,18 +217,15 @@ def test_an_appends_latest_microsecond_comes_from_its_parquet_footers_when_they_
     millisecond and says it is not exact (the refresh reads the rows of that millisecond:
     window_refresh._latest_exactly). A view without a watermark is not given the microsecond."""
     from mv import change_feed
+    from test_touched_windows import timestamps_written_as
     table = "apc_latest"
     spark.sql(f"DROP TABLE IF EXISTS {table}")
     spark.sql(f"CREATE TABLE {table} (k INT, ts TIMESTAMP) USING delta TBLPROPERTIES (delta.enableChangeDataFeed = true)")
     before = version(spark, table)
-    kept = spark.conf.get("spark.sql.parquet.outputTimestampType")
-    spark.conf.set("spark.sql.parquet.outputTimestampType", encoding)
-    try:   # three files; the latest row, 00:00:41.999999, in one of them
+    with timestamps_written_as(spark, encoding):   # three files; the latest row, 00:00:41.999999, in one of them
         spark.sql(f"INSERT INTO {table} SELECT CAST(id AS INT), TIMESTAMP'2024-01-01 00:00:00.000700' + "
                   f"make_interval(0, 0, 0, 0, 0, 0, id) FROM range(0, 42, 1, 3) "
                   f"UNION ALL SELECT 99, TIMESTAMP'2024-01-01 00:00:41.999999'")
-    finally:
-        spark.conf.set("spark.sql.parquet.outputTimestampType", kept)
     latest = spark.sql(f"SELECT unix_micros(max(ts)) FROM {table}").first()[0]
 
     rows, timed, _, greatest, told = change_feed.appended_span(since(spark, table, before, "ts"), table, "ts")
