@@ -246,11 +246,12 @@ def refresh_partitions(run: Run, change: Change) -> Step:
     """A view whose top is OVER (PARTITION BY keys): top-N, deduplication, a running total per
     auction. A change reaches the partitions of its rows, whose keys the query over the change
     gives (as `refresh_groups_by_change`'s, the rank's filter dropped); those partitions are
-    recomputed (a semi-join on the keys) and compared with the view's rows of the same keys, and
-    only the rows that differ are merged (writes.counted), so a partition whose top rows stay put
-    is not touched. The keys' ranges (`writes.value_range`) filter both sides too: Spark pushes
-    such a filter below the OVER (not the semi-join, above the rank's filter) and through the
-    query's joins to every source read on the key, where Delta skips the files outside them.
+    recomputed (a semi-join on the keys, which mv/jvm/SemiJoinsBelowRankFilters.scala takes below
+    the rank, so only those partitions are ranked) and compared with the view's rows of the same
+    keys, and only the rows that differ are merged (writes.counted), so a partition whose top rows
+    stay put is not touched. The keys' ranges (`writes.value_range`) filter both sides too: Spark
+    pushes such a filter below the OVER and through the query's joins to every source read on the
+    key, where Delta skips the files outside them (a semi-join skips none).
 
     Example: the top 3 bids per auction, a bid of auction 7 deleted: auction 7's top 3 recomputed;
     its fourth bid moves up (one insert), the deleted one goes (one delete).

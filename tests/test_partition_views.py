@@ -50,7 +50,7 @@ def test_top_n_deduplication_and_over_recompute_only_the_partitions_their_change
 
 def test_a_change_reads_only_the_source_files_that_can_hold_its_partitions(spark, tables):
     """The keys' ranges filter the recomputation below the OVER and the rank's filter (a semi-join
-    on the keys stays above them), so Delta skips the source's files of other keys: a bid for
+    on the keys goes there too, but skips no file), so Delta skips the source's files of other keys: a bid for
     auction 250 reads the file of auctions 200-299 and its own, not those of 0-199."""
     for first in (0, 100, 200):  # a file each, its own auctions
         tables.run(f"INSERT INTO {{bids}} SELECT id, id, id % 50 FROM range({first}, {first + 100}, 1, 1)")

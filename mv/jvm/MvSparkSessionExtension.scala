@@ -68,6 +68,8 @@ class MvSparkSessionExtension extends (SparkSessionExtensions => Unit) {
     extensions.injectPlannerStrategy(_ => EkuiperSlidingWindowStrategy)
     // A filter on the window columns also bounds the time column, so Delta can skip files.
     extensions.injectOptimizerRule(_ => PushWindowFiltersToTimeColumn)
+    // A semi-join on a top-N's partition keys goes below its rank: only the partitions kept are ranked.
+    extensions.injectOptimizerRule(_ => SemiJoinsBelowRankFilters)
     // A small Delta table's files come from the list in its checksum, skipped by their statistics
     // in the driver, without the Spark jobs of Delta's scan planning (`mv.smallTableScans`).
     extensions.injectOptimizerRule(_ => SmallDeltaScans)
