@@ -276,9 +276,14 @@ def _partitions_write(run: Run, parts: list[tuple[int, str, str]]) -> Write:
     # The keys' ranges: a filter Spark pushes below the OVER (a semi-join it does not).
     recomputed = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.*, 1 AS {SIGN} "
                                f"FROM {writes.kept_to(f'({run.query})', within)} v {affected}")
-    current = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.*, -1 AS {SIGN} "
-                            f"FROM {writes.kept_to(run.view.name, within)} v {affected}")
-    return writes.counted(run, _netted(run, recomputed.unionByName(current)))
+    # The view's rows of those partitions, located: every copy of a row that loses some is one, so
+    # the merge takes them from here instead of reading the view again (q18's changes at 10M bids:
+    # 2 s of 14 s).
+    view = writes.located(run.spark, run.view.name, writes.read_version(run))
+    held = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM {writes.kept_to(view, within)} v {affected}").cache()
+    run.cached.append(held)
+    current = held.select(*[quote(c) for c in run.columns], F.lit(-1).alias(SIGN))
+    return writes.counted(run, _netted(run, recomputed.unionByName(current)), held)
 
 
 def _touched(run: Run, parts: list[tuple[int, str, str]], keys: list[str]) -> DataFrame:
