@@ -280,10 +280,10 @@ def _partitions_write(run: Run, parts: list[tuple[int, str, str]]) -> Write:
     # the merge takes them from here instead of reading the view again (q18's changes at 10M bids:
     # 2 s of 14 s).
     view = writes.located(run.spark, run.view.name, writes.read_version(run))
-    held = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM {writes.kept_to(view, within)} v {affected}").cache()
-    run.cached.append(held)
-    current = held.select(*[quote(c) for c in run.columns], F.lit(-1).alias(SIGN))
-    return writes.counted(run, _netted(run, recomputed.unionByName(current)), held)
+    read = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.* FROM {writes.kept_to(view, within)} v {affected}").cache()
+    run.cached.append(read)
+    current = read.select(*[quote(c) for c in run.columns], F.lit(-1).alias(SIGN))
+    return writes.counted(run, _netted(run, recomputed.unionByName(current)), read)
 
 
 def _touched(run: Run, parts: list[tuple[int, str, str]], keys: list[str]) -> DataFrame:

@@ -199,13 +199,13 @@ def exact(run: Run, expected: DataFrame) -> Write:
         F.lit(True).alias(OP), F.coalesce(F.col(f"e.{N}"), F.lit(0)).alias(N)))
 
 
-def counted(run: Run, net: DataFrame, held: DataFrame | None = None) -> Write:
+def counted(run: Run, net: DataFrame, read: DataFrame | None = None) -> Write:
     """One merge that applies `net`, the view's distinct rows each with its net change of copies
     (N, never 0): a row that only gains copies has them inserted; a row that loses some has its
     copies in the view replaced by the number left. Only the view's copies of losing rows are
     read (a semi-join on every column), in the files whose statistics can hold them
     (`value_range`), so a change that retracts little reads little of the view; or taken from
-    `held`, view rows already read and located (`located`) that hold every copy of a losing row.
+    `read`, view rows already read and located (`located`) that hold every copy of a losing row.
 
     Example: view {a, a, b}, net {a: -1, c: +2}: a's two copies deleted and one inserted, c's two
     inserted; b untouched.
@@ -217,7 +217,7 @@ def counted(run: Run, net: DataFrame, held: DataFrame | None = None) -> Write:
     within = value_range(losing.select(*columns))  # computes `net` first, so the commit sees it cached and small
     if within == "FALSE":  # only gains: FALSE lets the commit skip every file of the view
         return _copies(run, net.select(*columns, F.lit(False).alias(OP), F.col(N)), within)
-    reached = reached_rows(run, within, losing, held)
+    reached = reached_rows(run, within, losing, read)
     held = reached.groupBy(*columns).agg(F.count(F.lit(1)).alias("held"))
     left = losing.join(held, [losing[c].eqNullSafe(held[c]) for c in columns], "left") \
         .select(*[losing[c] for c in columns], F.lit(True).alias(OP),
@@ -227,20 +227,20 @@ def counted(run: Run, net: DataFrame, held: DataFrame | None = None) -> Write:
     return replace(write, reached=reached, deletes_reached=True)  # every reached row is a losing row's copy
 
 
-def reached_rows(run: Run, within: str, losing: DataFrame, held: DataFrame | None = None) -> DataFrame:
+def reached_rows(run: Run, within: str, losing: DataFrame, read: DataFrame | None = None) -> DataFrame:
     """The view's copies of the `losing` rows (those meeting `within` and equal to one on every
     column), with each one's file (FILE) and row index in it (ROW), read at the version the
     refresh started from and cached. They count the copies, and the commit takes them as the view
     rows its merge reaches when it reads that version (RefreshCommit.scala's `candidateRows`), so
     the view is read for them once: Nexmark q0's change round read 700,000 view rows twice for 6,880.
-    `held`: the view's rows, so located, among which every copy is (a partition's rows, read to
+    `read`: the view's rows, so located, among which every copy is (a partition's rows, read to
     recompute it), instead of the view.
     """
     columns = [quote(c) for c in run.columns]
     same = [F.col(f"v.{c}").eqNullSafe(F.col(f"l.{c}")) for c in columns]
-    if held is None:
-        held = run.spark.sql(f"SELECT * FROM {located(run.spark, run.view.name, read_version(run))}")
-    view = held.where(within)
+    if read is None:
+        read = run.spark.sql(f"SELECT * FROM {located(run.spark, run.view.name, read_version(run))}")
+    view = read.where(within)
     reached = view.alias("v").join(F.broadcast(losing.alias("l")), same, "left_semi").cache()
     run.cached.append(reached)
     return reached
