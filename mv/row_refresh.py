@@ -273,7 +273,7 @@ def _partitions_write(run: Run, parts: list[tuple[int, str, str]]) -> Write:
     on = " AND ".join(f"v.{quote(k)} <=> k.{quote(k)}" for k in keys)
     affected = f"LEFT SEMI JOIN {name} k ON {on}"
 
-    # The keys' ranges: a filter Spark pushes below the OVER (a semi-join it does not).
+    # The keys' ranges: a filter Spark pushes down to the scans, where Delta skips files (a semi-join skips none).
     recomputed = run.spark.sql(f"SELECT /*+ BROADCAST(k) */ v.*, 1 AS {SIGN} "
                                f"FROM {writes.kept_to(f'({run.query})', within)} v {affected}")
     # The view's rows of those partitions, located: every copy of a row that loses some is one, so
