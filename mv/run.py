@@ -7,6 +7,7 @@ Example:
 """
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from dataclasses import dataclass, field, replace
@@ -174,7 +175,8 @@ class Run:
         others as of this refresh's versions; a read's name (query.Read) picks one read of a table read
         more than once, the table every read. With `changed`, a source (or one read of it): the query's change through
         that source alone, its UNION branches that do not read it empty (mv/row_refresh.py); with
-        `keys` too, a superset of the rows that change reaches (outer joins, HAVING: DeltaRules.forKeys);
+        `keys` too, a superset of the rows that change reaches (outer joins, HAVING: DeltaRules.forKeys),
+        or of their keys alone when each is a column of the changed rows (mv/jvm/ChangedKeys.scala);
         with `flips`, the view holding that source's change, the rows of the other side of an outer,
         semi or anti join whose match it brings or takes, at the version `replaced` gives the source;
         with `regroups`, the same view, each aggregate over the source kept to the groups it reaches;
@@ -188,7 +190,8 @@ class Run:
             function, leading = f"mv_substitute_{'flips' if flips else 'regroups'}", [changed, flips or regroups]
         else:
             function = "mv_substitute_keys" if keys else "mv_substitute_signed_change" if signed else "mv_substitute_change"
-            leading = [changed]
+            # The keys a term outputs: a partitions view's, or its GROUP BY's (ChangedKeys cuts the term to them).
+            leading = [changed, json.dumps(self.info.partition_by or self.info.group_by or [])] if keys else [changed]
         return f"SELECT * FROM {function}(" + ", ".join(
             sql_string(x) for x in [self.view.definition.query, *leading] + pairs) + ")"
 

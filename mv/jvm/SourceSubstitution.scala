@@ -2,6 +2,8 @@ package io.mvengine
 
 import scala.collection.mutable
 
+import com.fasterxml.jackson.databind.ObjectMapper
+
 import org.apache.spark.sql.catalyst.FunctionIdentifier
 import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, ExprId, Expression, ExpressionInfo, Literal}
 import org.apache.spark.sql.catalyst.plans.logical.{LocalRelation, LogicalPlan, Project, Union}
@@ -69,16 +71,19 @@ object SourceSubstitution {
       "column.", _ => Signed)
 
   /**
-   * The rows a change through one source reaches, a superset (mv/row_refresh.py's groups by change):
+   * The keys of the rows a change through one source reaches, a superset (mv/row_refresh.py's
+   * groups by change, partitions):
    * {{{
-   *   SELECT category FROM mv_substitute_keys('<query>', 'bids', 'bids', 'bid_changes', 'auctions', 'auctions')
+   *   SELECT category FROM mv_substitute_keys('<query>', 'bids', '["category"]', 'bids', 'bid_changes', 'auctions', 'auctions')
    * }}}
    * as mv_substitute_change, with the query first rewritten by DeltaRules.forKeys (outer joins
-   * joined to the change's matches only, filters over aggregates dropped).
+   * joined to the change's matches only, filters over aggregates dropped), then cut to the key
+   * columns over the change alone where each is one of its columns (ChangedKeys: no other source
+   * read). The output holds the key columns, and others only when it is not cut.
    */
   def keysRegistration: (FunctionIdentifier, ExpressionInfo, Seq[Expression] => LogicalPlan) =
-    throughChange(keysFunctionName, "A superset of the rows of query that changed_source's rows in replacement " +
-      "reach.", _ => Keys)
+    throughChange(keysFunctionName, "A superset of the keys (a JSON array of output columns) of the rows of query " +
+      "that changed_source's rows in replacement reach.", k => Keys(k.head), extra = Seq("keys"))
 
   /**
    * The rows of a query of rows that a change through one source flips, at one version of it
@@ -126,7 +131,9 @@ object SourceSubstitution {
   private sealed trait Term { def change: Option[String] = None }
   private case object Linear extends Term
   private case object Signed extends Term
-  private case object Keys extends Term
+  private case class Keys(json: String) extends Term {
+    def columns: Seq[String] = new ObjectMapper().readValue(json, classOf[Array[String]]).toSeq
+  }
   private case class Flips(text: String) extends Term { override def change: Option[String] = Some(text) }
   private case class Regroups(text: String) extends Term { override def change: Option[String] = Some(text) }
 
@@ -152,7 +159,9 @@ object SourceSubstitution {
       case u: Union => u.withNewChildren(u.children.map(c => if (reads(c)) c else LocalRelation(c.output)))
     }
     term match {
-      case Keys => (DeltaRules.forKeys(pruned, reads), Map.empty)
+      case keys: Keys =>
+        val found = DeltaRules.forKeys(pruned, reads)
+        (ChangedKeys.cut(found, reads, keys.columns).getOrElse(found), Map.empty)
       case Linear | Signed => (DeltaRules.linear(pruned, reads), Map.empty)
       case Flips(_) => DeltaRules.flips(pruned, reads)
       case Regroups(_) => DeltaRules.regroups(DeltaRules.linear(pruned, reads), reads)  // flips: a term of their own
