@@ -76,6 +76,15 @@ def test_an_outer_or_anti_joins_condition_does_not_filter_the_rows_it_keeps(spar
     assert keys == {(3,), (18,)} and not reads_other
 
 
+def test_a_filter_above_a_rank_does_not_filter_the_changed_rows_that_move_it(spark, tables):
+    """The bid at 40 fails `price < 20`, but as auction 5's top bid it decides which bid ranks first."""
+    query = (f"SELECT r.auction, count(*) AS n FROM (SELECT auction, price, row_number() OVER (PARTITION BY auction "
+             f"ORDER BY price DESC) AS rn FROM {BIDS}) r JOIN {AUCTIONS} a ON r.auction = a.id AND r.price < 20 "
+             "AND r.rn = 1 GROUP BY r.auction")
+    keys, reads_other = found(spark, query, BIDS, ["auction"])
+    assert keys == {(5,), (7,)} and not reads_other
+
+
 def test_a_key_from_the_side_an_outer_join_pads_is_not_cut(spark, tables):
     query = f"SELECT b.auction, count(*) AS n FROM {AUCTIONS} a LEFT JOIN {BIDS} b ON a.id = b.auction GROUP BY b.auction"
     keys, reads_other = found(spark, query, AUCTIONS, ["auction"])

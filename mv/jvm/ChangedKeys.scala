@@ -1,6 +1,6 @@
 package io.mvengine
 
-import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, AttributeMap, Expression, PredicateHelper,
+import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, AttributeMap, AttributeSet, Expression, PredicateHelper,
   SubqueryExpression}
 import org.apache.spark.sql.catalyst.expressions.aggregate.AggregateExpression
 import org.apache.spark.sql.catalyst.plans.{Cross, Inner, JoinType, LeftAnti, LeftOuter, LeftSemi, RightOuter}
@@ -57,8 +57,11 @@ object ChangedKeys extends PredicateHelper {
         def through(e: Expression) = e.transform { case a: Attribute if renamed.contains(a) => renamed(a) }
         on(child, keys.map(through), conditions.map(through))
       case Filter(condition, child) => on(child, keys, conditions ++ splitConjunctivePredicates(condition))
-      case w: Window => on(w.child, keys, conditions)
-      case _: Sort | _: SubqueryAlias | _: Distinct | _: Deduplicate => on(p.children.head, keys, conditions)
+      // A row that fails a filter above still moves its partition's ranks (or which copy is kept):
+      // below, only filters on whole partitions hold.
+      case w: Window => on(w.child, keys, conditions.filter(_.references.subsetOf(AttributeSet(w.partitionSpec.collect { case a: Attribute => a }))))
+      case d: Deduplicate => on(d.child, keys, conditions.filter(_.references.subsetOf(AttributeSet(d.keys))))
+      case _: Sort | _: SubqueryAlias | _: Distinct => on(p.children.head, keys, conditions)
       case a: Aggregate =>  // a key is a grouping expression of the child's rows; filters over values (HAVING) dropped
         val grouped = AttributeMap(a.aggregateExpressions.collect {
           case alias: Alias if !alias.exists(_.isInstanceOf[AggregateExpression]) => alias.toAttribute -> alias.child
