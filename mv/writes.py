@@ -181,7 +181,8 @@ def exact(run: Run, expected: DataFrame) -> Write:
     happened to its files, touching only rows whose number of copies differs: each such row's
     copies in the view are deleted and `expected`'s inserted. An unchanged row is left alone, so the
     view's change feed shows net changes only (a changed group: its old row deleted, its new one
-    inserted). Costs a read of the whole view and an aggregation of both sides: for repairs.
+    inserted). Costs a read of the whole view and an aggregation of both sides, once (the rows
+    that differ are computed and cached before the commit, which reads them twice): for repairs.
 
     Example: view {a, a, b, c}, expected {a, b, d}: a's two copies deleted and one inserted,
     c deleted, d inserted; b untouched.
@@ -196,7 +197,7 @@ def exact(run: Run, expected: DataFrame) -> Write:
     present = F.col(f"e.{N}").isNotNull()
     return _copies(run, differing.select(
         *[F.when(present, F.col(f"e.{quote(c)}")).otherwise(F.col(f"v.{quote(c)}")).alias(c) for c in columns],
-        F.lit(True).alias(OP), F.coalesce(F.col(f"e.{N}"), F.lit(0)).alias(N)))
+        F.lit(True).alias(OP), F.coalesce(F.col(f"e.{N}"), F.lit(0)).alias(N)), settled=True)
 
 
 def counted(run: Run, net: DataFrame, read: DataFrame | None = None) -> Write:
