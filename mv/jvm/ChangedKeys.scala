@@ -1,7 +1,7 @@
 package io.mvengine
 
-import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, AttributeMap, AttributeSet, Expression, PredicateHelper,
-  SubqueryExpression}
+import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, AttributeMap, AttributeSet, Expression,
+  PredicateHelper, SubqueryExpression}
 import org.apache.spark.sql.catalyst.expressions.aggregate.AggregateExpression
 import org.apache.spark.sql.catalyst.plans.{Cross, Inner, JoinType, LeftAnti, LeftOuter, LeftSemi, RightOuter}
 import org.apache.spark.sql.catalyst.plans.logical._
@@ -48,8 +48,8 @@ object ChangedKeys extends PredicateHelper {
   private def traced(p: LogicalPlan, keys: Seq[Expression], conditions: Seq[Expression], reads: LogicalPlan => Boolean)
       : Option[Traced] = {
     def on(child: LogicalPlan, ks: Seq[Expression], cs: Seq[Expression]): Option[Traced] =
-      if (ks.forall(_.references.subsetOf(child.outputSet))) traced(child, ks, cs.filter(_.references.subsetOf(child.outputSet)), reads)
-      else None
+      if (!ks.forall(_.references.subsetOf(child.outputSet))) None
+      else traced(child, ks, cs.filter(_.references.subsetOf(child.outputSet)), reads)
     p match {
       case _ if !p.expressions.forall(e => e.deterministic && !SubqueryExpression.hasSubquery(e)) => None
       case Project(list, child) =>
@@ -59,8 +59,8 @@ object ChangedKeys extends PredicateHelper {
       case Filter(condition, child) => on(child, keys, conditions ++ splitConjunctivePredicates(condition))
       // A row that fails a filter above still moves its partition's ranks (or which copy is kept):
       // below, only filters on whole partitions hold.
-      case w: Window => on(w.child, keys, conditions.filter(_.references.subsetOf(AttributeSet(w.partitionSpec.collect { case a: Attribute => a }))))
-      case d: Deduplicate => on(d.child, keys, conditions.filter(_.references.subsetOf(AttributeSet(d.keys))))
+      case w: Window => on(w.child, keys, onlyOn(conditions, w.partitionSpec))
+      case d: Deduplicate => on(d.child, keys, onlyOn(conditions, d.keys))
       case _: Sort | _: SubqueryAlias | _: Distinct => on(p.children.head, keys, conditions)
       case a: Aggregate =>  // a key is a grouping expression of the child's rows; filters over values (HAVING) dropped
         val grouped = AttributeMap(a.aggregateExpressions.collect {
@@ -69,7 +69,8 @@ object ChangedKeys extends PredicateHelper {
         val ks = keys.map(_.transform { case x: Attribute if grouped.contains(x) => grouped(x) })
         if (ks.exists(_.exists(_.isInstanceOf[AggregateExpression]))) None else on(a.child, ks, Nil)
       case j: Join => joined(j, keys, conditions, reads)
-      case _ if reads(p) && keys.forall(_.references.subsetOf(p.outputSet)) => Some(Traced(p, keys, conditions, cut = false))
+      case _ if reads(p) && keys.forall(_.references.subsetOf(p.outputSet)) =>
+        Some(Traced(p, keys, conditions, cut = false))
       case _ => None
     }
   }
@@ -83,8 +84,15 @@ object ChangedKeys extends PredicateHelper {
     if (!keeps(j.joinType, changedLeft)) return None
     if (!keys.forall(_.references.subsetOf(side.outputSet))) return None  // a key of the other side: found by the join
     // Every output row of an inner or semi join meets its condition; an outer or anti join's need not.
-    val met = if (Seq(Inner, Cross, LeftSemi).contains(j.joinType)) j.condition.toSeq.flatMap(splitConjunctivePredicates) else Nil
+    val met = if (Seq(Inner, Cross, LeftSemi).contains(j.joinType)) j.condition.toSeq.flatMap(splitConjunctivePredicates)
+      else Nil
     traced(side, keys, (conditions ++ met).filter(_.references.subsetOf(side.outputSet)), reads).map(_.copy(cut = true))
+  }
+
+  /** The `conditions` that read only those of `columns` that are attributes: filters on whole partitions. */
+  private def onlyOn(conditions: Seq[Expression], columns: Seq[Expression]): Seq[Expression] = {
+    val whole = AttributeSet(columns.collect { case a: Attribute => a })
+    conditions.filter(_.references.subsetOf(whole))
   }
 
   /** Whether every output row of a `joinType` join carries the changed side's row as it is (not padded with NULLs). */
