@@ -9,6 +9,8 @@ import json
 
 import pytest
 
+from mv.query import sql_string
+
 AUCTIONS, BIDS = "ck_auctions", "ck_bids"
 TOP_BID = (f"SELECT * FROM (SELECT a.id, a.category, b.price, row_number() OVER (PARTITION BY a.id ORDER BY b.price DESC) "
            f"AS rn FROM {AUCTIONS} a, {BIDS} b WHERE a.id = b.auction AND b.price > 10) WHERE rn = 1")
@@ -35,7 +37,7 @@ def keys_term(spark, query: str, changed: str, keys: list[str]):
     change = {AUCTIONS: "ck_auction_change", BIDS: "ck_bid_change"}[changed]
     other = BIDS if changed == AUCTIONS else AUCTIONS
     args = [query, changed, json.dumps(keys), changed, change, other, other]
-    return spark.sql("SELECT * FROM mv_substitute_keys({})".format(", ".join("'" + a.replace("'", "\\'") + "'" for a in args)))
+    return spark.sql(f"SELECT * FROM mv_substitute_keys({', '.join(sql_string(a) for a in args)})")
 
 
 def found(spark, query: str, changed: str, keys: list[str]) -> tuple[set, bool]:
