@@ -19,6 +19,7 @@ from pyspark.util import InheritableThread
 from mv import estimate, watermark
 from mv.catalog import View
 from mv.estimate import Estimate, Sizes
+from mv.maintainer import extension
 from mv.query import QueryInfo, interval_micros, sql_string
 from mv.state import RefreshState
 from mv.statements import Definition
@@ -143,6 +144,23 @@ class Run:
     @property
     def time_type(self) -> str:
         return next(c.type for c in self.info.output if c.window_role == "window_start")
+
+    def held(self, frame: DataFrame) -> DataFrame:
+        """`frame` computed now, once, and held in Spark's cache until the refresh ends, as a
+        DataFrame whose plan is those rows alone (mv/jvm/HeldRows.scala), not the query that made
+        them: each statement built on it later analyses and prints a plan of one leaf. Over Spark
+        Connect (no JVM here) the cached frame itself, computed.
+
+        Example:
+            >>> net = run.held(signed.groupBy(*columns).agg(F.sum(SIGN).alias(N)))  # one job, now
+        """
+        frame = frame.cache()
+        self.cached.append(frame)
+        jvm = extension(self.spark)
+        if jvm is None:
+            frame.count()
+            return frame
+        return DataFrame(jvm.HeldRows.of(frame._jdf), self.spark)
 
     def temp_view(self, df: DataFrame, suffix: str) -> str:
         name = f"{self.temp}_{suffix}"

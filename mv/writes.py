@@ -212,10 +212,9 @@ def counted(run: Run, net: DataFrame, read: DataFrame | None = None) -> Write:
     inserted; b untouched.
     """
     columns = [quote(c) for c in run.columns]
-    net = net.cache()  # read three times below (the losing rows twice, the gaining once): its terms run once
-    run.cached.append(net)
+    net = run.held(net)  # read three times below (the losing rows twice, the gaining once): its terms run once
     losing = net.where(F.col(N) < 0)
-    within = value_range(losing.select(*columns))  # computes `net` first, so the commit sees it cached and small
+    within = value_range(losing.select(*columns))
     if within == "FALSE":  # only gains: FALSE lets the commit skip every file of the view
         return _copies(run, net.select(*columns, F.lit(False).alias(OP), F.col(N)), within)
     reached = reached_rows(run, within, losing, read)
@@ -352,9 +351,7 @@ def _copies(run: Run, rows: DataFrame, within: str | None = None, settled: bool 
                    F.array_repeat(F.lit("insert"), F.col(N).cast("int")))
     source = rows.select(*[quote(c) for c in columns], F.explode(ops).alias(OP))
     if settled:
-        source = source.cache()
-        run.cached.append(source)
-        source.count()
+        source = run.held(source)
     on = " AND ".join([f"s.{OP} = 'region'"] + [f"t.{quote(c)} <=> s.{quote(c)}" for c in columns])
     return delete_matched_insert_rest(run, source, on, within=within)
 
