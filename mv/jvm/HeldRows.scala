@@ -6,16 +6,16 @@ import org.apache.spark.sql.delta.DataFrameUtils
 import org.apache.spark.sql.execution.LogicalRDD
 
 /**
- * A refresh's intermediate rows (the net change, the view's rows it reaches, the touched keys),
- * computed once and held in Spark's cache, as a DataFrame whose plan is those rows alone: a
- * `LogicalRDD` over the cache's scan, not the whole query that made them.
+ * A refresh's intermediate rows (the net change and the rows its merge applies: writes.counted,
+ * writes._copies), computed once and held in Spark's cache, as a DataFrame whose plan is those
+ * rows alone: a `LogicalRDD` over the cache's scan, not the whole query that made them.
  *
  * Why: a cached DataFrame keeps its lineage. Every later statement built on it analyses that
  * lineage again (DeduplicateRelations walks it), canonicalizes it to find the caches in it, and
- * prints it, nested caches and all, into its execution's plan description. A top-N view's refresh
- * stacks four caches (keys, the view's rows of them, the net change, the rows to merge), and
- * Nexmark's q6 at 1M bids spent about 4 s of a 15 s refresh in the driver between the commit's
- * Spark jobs doing that for 287 rows (jstack samples: DeduplicateRelations, Join.doCanonicalize,
+ * prints it, nested caches and all, into its execution's plan description. A top-N view's commit
+ * stacked the touched keys, the query and the view's rows of them, the net change and the rows to
+ * merge, and Nexmark's q6 at 1M bids spent about 4 s of a 15 s refresh in the driver between
+ * the commit's Spark jobs doing that for 287 rows (jstack samples: DeduplicateRelations, Join.doCanonicalize,
  * TreeNode.generateTreeString). A plan of one leaf costs nothing to analyse.
  *
  * Unlike `Dataset.localCheckpoint`, the rows stay recomputable: the RDD reads the cache, whose
